@@ -1,0 +1,36 @@
+#pragma once
+// Token sampling on the host: greedy, temperature, top-k, top-p, min-p, repetition penalty.
+// Each request owns a SamplerState with its own seeded RNG, so the same seed gives the same output
+// whatever else runs.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/rng.h"
+
+namespace fuselm {
+
+struct SamplingParams {
+  float temperature = 0.8f;  // 0 = greedy
+  int top_k = 0;             // 0 = off
+  float top_p = 1.0f;        // 1 = off
+  float min_p = 0.0f;        // 0 = off
+  float repetition_penalty = 1.0f;  // 1 = off; applied to tokens seen in the last `penalty_window`
+  int penalty_window = 64;
+  uint64_t seed = 0;
+
+  bool greedy() const { return temperature <= 0.0f; }
+};
+
+struct SamplerState {
+  explicit SamplerState(const SamplingParams& p) : params(p), rng(p.seed) {}
+  SamplingParams params;
+  Rng rng;
+  std::vector<int32_t> history;  // prompt and generated tokens, for the repetition penalty
+};
+
+// Picks the next token from one row of logits (modified in place by penalty/temperature) and
+// appends it to the state's history.
+int32_t sample_token(std::span<float> logits, SamplerState& state);
+
+}  // namespace fuselm
