@@ -1,0 +1,47 @@
+#pragma once
+// Attention over the paged KV cache (see paged_kv.h), for bf16 or fp16 activations.
+// Both kernels read K/V from the cache; the new tokens' K/V must already be written there.
+// Determinism: the reduction order depends only on each sequence's own length and the fixed
+// split size, never on the batch composition, so a sequence's output is the same in any batch.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "kernels/cuda/paged_kv.h"
+
+namespace fuselm {
+
+struct AttentionShape {
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;  // supported: 64, 128
+  float scale = 0.0f;  // usually 1/sqrt(head_dim)
+};
+
+// Causal prefill (or chunked prefill) for a ragged batch of sequences.
+// q, out: [total_tokens, n_heads, head_dim], sequences packed back to back;
+// q_starts[b]..q_starts[b+1] (device, batch+1 entries) are sequence b's new tokens;
+// kv_lens[b] (device): tokens of b in the cache including the new ones. The new tokens of b are
+// positions kv_lens[b] - (q_starts[b+1]-q_starts[b]) .. kv_lens[b]-1; each attends to every cache
+// position up to its own. max_q_len bounds q_starts[b+1]-q_starts[b] (sizes the grid).
+Status prefill_attention(const void* q, void* out, DType dtype, const AttentionShape& shape,
+                         const PagedKvView& kv, const int32_t* q_starts, const int32_t* kv_lens,
+                         int batch, int max_q_len, cudaStream_t stream);
+
+// Split-KV decode: one new token per sequence. q, out: [batch, n_heads, head_dim];
+// kv_lens[b] (device) includes the new token. Each sequence's cache is cut into fixed chunks of
+// `split_tokens` tokens (a multiple of the block size); partial results go to `workspace`, then a
+// combine step merges them in a fixed order.
+struct DecodeAttentionPlan {
+  int split_tokens = 256;       // fixed: never chosen from the batch
+  int max_splits_per_seq = 0;   // ceil(max_seq_len / split_tokens)
+};
+// Workspace bytes decode_attention needs for `max_batch` sequences under `plan`.
+size_t decode_attention_workspace_bytes(const AttentionShape& shape, const DecodeAttentionPlan& plan, int max_batch);
+Status decode_attention(const void* q, void* out, DType dtype, const AttentionShape& shape,
+                        const PagedKvView& kv, const int32_t* kv_lens, int batch,
+                        const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream);
+
+}  // namespace fuselm
