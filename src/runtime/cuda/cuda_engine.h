@@ -2,11 +2,31 @@
 // The CUDA backend: weights uploaded once, a memory plan made at load, a paged KV cache.
 #include <memory>
 
+#include "runtime/cuda/kv_cache.h"
 #include "runtime/engine.h"
 
 namespace fuselm {
 
+// Settings of the CUDA backend that EngineOptions does not carry; the defaults are what
+// make_cuda_engine(model, options) uses.
+struct CudaEngineTuning {
+  int kv_block_size = 16;          // tokens per KV block (a power of two)
+  int decode_split_tokens = 256;   // decode attention's fixed split (a multiple of kv_block_size)
+  size_t memory_reserve_bytes = size_t{512} << 20;  // left free for the CUDA context, cuBLASLt, etc.
+  int max_kv_blocks = 0;           // 0 = size the pool from memory; else at most this many blocks
+};
+
+// What a CUDA engine offers beyond the Engine interface (tests and tools use it).
+class CudaEngine : public Engine {
+ public:
+  virtual KvCacheStats kv_stats() const = 0;
+  // Longest sequence the engine accepts (min of max_seq_len and what the pool can hold).
+  virtual int max_sequence_length() const = 0;
+};
+
 // Throws Error when no CUDA device is usable.
-std::unique_ptr<Engine> make_cuda_engine(const Model& model, const EngineOptions& options);
+std::unique_ptr<CudaEngine> make_cuda_engine(const Model& model, const EngineOptions& options);
+std::unique_ptr<CudaEngine> make_cuda_engine(const Model& model, const EngineOptions& options,
+                                             const CudaEngineTuning& tuning);
 
 }  // namespace fuselm

@@ -1,0 +1,456 @@
+#include "runtime/cuda/cuda_engine.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <unordered_set>
+
+#include "core/error.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/residual.h"
+#include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rope_kv.h"
+#include "kernels/cuda/sampling.h"
+#include "kernels/cuda/swiglu.h"
+#include "runtime/cuda/device_weights.h"
+#include "runtime/cuda/memory_plan.h"
+
+namespace fuselm {
+
+namespace {
+
+void require_cuda_device() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    fail("no CUDA device is usable (",
+         err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount found none",
+         "); run with --device cpu, or on a machine with an NVIDIA GPU and its driver");
+  }
+}
+
+// Owns the engine's stream; declared first among the members so that it goes last.
+class Stream {
+ public:
+  Stream() { FUSELM_CUDA_THROW(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  ~Stream() {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// The unfused baseline: one kernel per operation, intermediates in the arena, launched one at a time.
+class BaselineCudaEngine final : public CudaEngine {
+ public:
+  BaselineCudaEngine(const Model& model, const EngineOptions& options, const CudaEngineTuning& tuning);
+  ~BaselineCudaEngine() override { cudaStreamSynchronize(stream_); }
+
+  const ModelConfig& config() const override { return config_; }
+  std::string description() const override;
+  int add_sequence() override { return kv_->add_sequence(); }
+  void remove_sequence(int seq_id) override { kv_->remove_sequence(seq_id); }
+  int sequence_length(int seq_id) const override { return kv_->length(seq_id); }
+  void forward(std::span<const SequenceChunk> chunks, std::vector<float>& logits) override;
+  void forward_sample(std::span<const SequenceChunk> chunks, std::span<SamplerState* const> samplers,
+                      std::vector<int32_t>& tokens) override;
+  KvCacheStats kv_stats() const override { return kv_->stats(); }
+  int max_sequence_length() const override { return max_sequence_length_; }
+
+ private:
+  // One validated step, its inputs already in the pinned staging area and on their way to the device.
+  struct Step {
+    int batch = 0;
+    int tokens = 0;
+    int max_q_len = 0;
+    bool decode_only = false;  // every chunk is one token: split-KV decode attention
+    int logit_rows = 0;
+    std::vector<std::pair<int, int>> new_lengths;  // (seq_id, length after the step)
+  };
+  Step prepare_step(std::span<const SequenceChunk> chunks, bool last_rows_only);
+  void run_layers(const Step& step);
+  // Final norm and LM head for `n` rows (token indices at logit_rows + first) into the logits slab.
+  void compute_logits(int first, int n, int step_tokens);
+  void commit(const Step& step);
+
+  template <class T>
+  T* act(const ArenaSlice& s) const {
+    return arena_.at<T>(s.offset);
+  }
+  template <class T>
+  T* input_device(const ArenaSlice& s) const {
+    return inputs_device_.at<T>(s.offset);
+  }
+  template <class T>
+  T* input_host(const ArenaSlice& s) const {
+    return inputs_host_.at<T>(s.offset);
+  }
+  void upload(const ArenaSlice& s, size_t bytes);
+
+  std::unique_ptr<Stream> stream_holder_;
+  cudaStream_t stream_ = nullptr;
+  ModelConfig config_;
+  EngineOptions options_;
+  CudaEngineTuning tuning_;
+  DType dtype_;
+  std::string device_name_;
+  DeviceWeights weights_;
+  MemoryPlan plan_;
+  DeviceBuffer arena_;
+  DeviceBuffer inputs_device_;
+  PinnedBuffer inputs_host_;
+  GemmPlan gemm_;
+  GemmShape qkv_shape_, wo_shape_, gate_up_shape_, down_shape_, lm_head_shape_;
+  AttentionShape attention_shape_;
+  DecodeAttentionPlan decode_plan_;
+  RopeKvShape rope_shape_;
+  std::unique_ptr<KvCache> kv_;
+  int max_sequence_length_ = 0;
+};
+
+BaselineCudaEngine::BaselineCudaEngine(const Model& model, const EngineOptions& options,
+                                       const CudaEngineTuning& tuning)
+    : config_(model.config), options_(options), tuning_(tuning), dtype_(options.dtype) {
+  FUSELM_CHECK(options.path == ExecutionPath::Baseline, "the fused path is not available yet; use --path baseline");
+  require_cuda_device();
+  const StepLimits limits = make_step_limits(config_, options, tuning.kv_block_size);
+  FUSELM_CHECK(tuning.decode_split_tokens > 0 && tuning.decode_split_tokens % tuning.kv_block_size == 0,
+               "decode split size ", tuning.decode_split_tokens, " must be a positive multiple of the KV block size ",
+               tuning.kv_block_size);
+  FUSELM_CHECK(options.kv_memory_fraction > 0.0 && options.kv_memory_fraction <= 1.0,
+               "kv_memory_fraction must be in (0, 1], got ", options.kv_memory_fraction);
+
+  int device = 0;
+  FUSELM_CUDA_THROW(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  FUSELM_CUDA_THROW(cudaGetDeviceProperties(&prop, device));
+  FUSELM_CHECK(prop.major >= 8, "the CUDA backend needs a GPU of compute capability 8.0 or newer (bf16 tensor cores); ",
+               prop.name, " is ", prop.major, ".", prop.minor, "; use --device cpu");
+  device_name_ = prop.name;
+  stream_holder_ = std::make_unique<Stream>();
+  stream_ = stream_holder_->get();
+
+  weights_ = upload_weights(model, dtype_, stream_);
+
+  const int hidden = config_.hidden_size, q_dim = config_.q_dim(), kv_dim = config_.kv_dim();
+  const int ffn = config_.intermediate_size;
+  attention_shape_ = {config_.num_heads, config_.num_kv_heads, config_.head_dim,
+                      1.0f / std::sqrt(static_cast<float>(config_.head_dim))};
+  rope_shape_ = {config_.num_heads, config_.num_kv_heads, config_.head_dim};
+  decode_plan_.split_tokens = tuning.decode_split_tokens;
+  decode_plan_.max_splits_per_seq = (limits.max_seq_len + tuning.decode_split_tokens - 1) / tuning.decode_split_tokens;
+  const size_t attention_workspace = decode_attention_workspace_bytes(attention_shape_, decode_plan_, limits.max_batch);
+
+  plan_ = plan_memory(config_, dtype_, limits, GemmPlan::kWorkspaceBytes, attention_workspace);
+  arena_ = DeviceBuffer::allocate(plan_.activations.total, "activations and workspaces");
+  inputs_device_ = DeviceBuffer::allocate(plan_.inputs.total, "per-step inputs");
+  inputs_host_ = PinnedBuffer::allocate(plan_.inputs.total, "per-step input staging");
+
+  FUSELM_THROW_IF_FAILED(gemm_.init(act<void>(plan_.activations.gemm_workspace), GemmPlan::kWorkspaceBytes));
+  qkv_shape_ = {q_dim + 2 * kv_dim, hidden, dtype_, dtype_};
+  wo_shape_ = {hidden, q_dim, dtype_, dtype_};
+  gate_up_shape_ = {2 * ffn, hidden, dtype_, dtype_};
+  down_shape_ = {hidden, ffn, dtype_, dtype_};
+  lm_head_shape_ = {config_.vocab_size, hidden, dtype_, DType::F32};
+  for (const GemmShape& s : {qkv_shape_, wo_shape_, gate_up_shape_, down_shape_})
+    FUSELM_THROW_IF_FAILED(gemm_.add(s, limits.max_tokens));
+  FUSELM_THROW_IF_FAILED(gemm_.add(lm_head_shape_, limits.logits_rows));
+
+  // The KV pool takes its share of what is left, never more than max_batch full-length sequences.
+  size_t free_bytes = 0, total_bytes = 0;
+  FUSELM_CUDA_THROW(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const size_t block_bytes = kv_block_bytes(config_, dtype_, limits.block_size);
+  const size_t budget = free_bytes > tuning.memory_reserve_bytes
+                            ? static_cast<size_t>(static_cast<double>(free_bytes - tuning.memory_reserve_bytes) *
+                                                  options.kv_memory_fraction)
+                            : 0;
+  int64_t blocks = static_cast<int64_t>(budget / block_bytes);
+  blocks = std::min<int64_t>(blocks, static_cast<int64_t>(limits.max_batch) * limits.max_blocks_per_seq);
+  if (tuning.max_kv_blocks > 0) blocks = std::min<int64_t>(blocks, tuning.max_kv_blocks);
+  blocks = std::min<int64_t>(blocks, 0x7fffffff);
+  FUSELM_CHECK(blocks >= 1, "no GPU memory left for the KV cache: ", format_bytes(free_bytes), " free after weights (",
+               format_bytes(weights_.storage.size()), ") and workspaces (", format_bytes(plan_.activations.total),
+               "), of which ", format_bytes(tuning.memory_reserve_bytes), " stay in reserve and one block needs ",
+               format_bytes(block_bytes), "; lower --max-batch or --max-prefill-tokens, or use a smaller model");
+  kv_ = std::make_unique<KvCache>(config_, dtype_, limits.block_size, static_cast<int>(blocks),
+                                  limits.max_blocks_per_seq);
+  const int64_t pool_tokens = blocks * limits.block_size;
+  max_sequence_length_ = static_cast<int>(std::min<int64_t>(limits.max_seq_len, pool_tokens));
+
+  if (options.verbose) {
+    std::fprintf(stderr,
+                 "fuselm cuda: %s (sm_%d%d, %s); weights %s (%s); activations and workspaces %s; step inputs %s\n",
+                 device_name_.c_str(), prop.major, prop.minor, format_bytes(total_bytes).c_str(),
+                 format_bytes(weights_.storage.size()).c_str(), std::string(dtype_name(dtype_)).c_str(),
+                 format_bytes(plan_.activations.total).c_str(), format_bytes(plan_.inputs.total).c_str());
+    std::fprintf(stderr, "KV cache: %lld blocks × %d tokens = %lld tokens; longest sequence that fits: %d\n",
+                 static_cast<long long>(blocks), limits.block_size, static_cast<long long>(pool_tokens),
+                 max_sequence_length_);
+  }
+}
+
+std::string BaselineCudaEngine::description() const {
+  return str_cat("cuda baseline ", dtype_name(dtype_), " on ", device_name_);
+}
+
+void BaselineCudaEngine::upload(const ArenaSlice& s, size_t bytes) {
+  if (bytes == 0) return;
+  FUSELM_CUDA_THROW(cudaMemcpyAsync(input_device<void>(s), input_host<void>(s), bytes, cudaMemcpyHostToDevice, stream_));
+}
+
+BaselineCudaEngine::Step BaselineCudaEngine::prepare_step(std::span<const SequenceChunk> chunks, bool last_rows_only) {
+  const StepLimits& lim = plan_.limits;
+  FUSELM_CHECK(!chunks.empty(), "forward: the step has no chunks");
+  FUSELM_CHECK(static_cast<int>(chunks.size()) <= lim.max_batch, "forward: the step has ", chunks.size(),
+               " chunks, over max_batch ", lim.max_batch, "; split it or raise --max-batch");
+  Step step;
+  step.batch = static_cast<int>(chunks.size());
+  std::unordered_set<int> seen;
+  int64_t total = 0;
+  for (const SequenceChunk& c : chunks) {
+    FUSELM_CHECK(!c.tokens.empty(), "forward: the chunk for sequence ", c.seq_id, " has no tokens");
+    FUSELM_CHECK(seen.insert(c.seq_id).second, "forward: sequence ", c.seq_id,
+                 " appears twice in one step; give each sequence one chunk per step");
+    const int64_t length = kv_->length(c.seq_id);
+    const int64_t new_length = length + static_cast<int64_t>(c.tokens.size());
+    FUSELM_CHECK(new_length <= max_sequence_length_, "forward: sequence ", c.seq_id, " would grow to ", new_length,
+                 " tokens, over the longest this engine holds (", max_sequence_length_, ": max_seq_len ",
+                 lim.max_seq_len, ", model max_position_embeddings ", config_.max_position_embeddings,
+                 ", KV cache ", kv_->stats().total_blocks * lim.block_size, " tokens)");
+    for (int32_t t : c.tokens)
+      FUSELM_CHECK(t >= 0 && t < config_.vocab_size, "forward: token id ", t, " in sequence ", c.seq_id,
+                   " is outside the vocabulary (0..", config_.vocab_size - 1, ")");
+    total += static_cast<int64_t>(c.tokens.size());
+    step.max_q_len = std::max(step.max_q_len, static_cast<int>(c.tokens.size()));
+    step.new_lengths.emplace_back(c.seq_id, static_cast<int>(new_length));
+  }
+  FUSELM_CHECK(total <= lim.max_tokens, "forward: the step has ", total, " tokens, over the ", lim.max_tokens,
+               " planned per step; split it or raise --max-prefill-tokens");
+  step.tokens = static_cast<int>(total);
+  step.decode_only = step.max_q_len == 1;
+  kv_->reserve(step.new_lengths);  // the last check: throws, changing nothing, when blocks run out
+
+  const StepInputPlan& in = plan_.inputs;
+  int32_t* tokens = input_host<int32_t>(in.tokens);
+  int32_t* positions = input_host<int32_t>(in.positions);
+  int32_t* token_batch = input_host<int32_t>(in.token_batch);
+  int32_t* logit_rows = input_host<int32_t>(in.logit_rows);
+  int32_t* q_starts = input_host<int32_t>(in.q_starts);
+  int32_t* kv_lens = input_host<int32_t>(in.kv_lens);
+  int32_t* block_tables = input_host<int32_t>(in.block_tables);
+  int t = 0;
+  for (int b = 0; b < step.batch; ++b) {
+    const SequenceChunk& c = chunks[b];
+    const int start = kv_->length(c.seq_id);
+    q_starts[b] = t;
+    kv_lens[b] = step.new_lengths[b].second;
+    kv_->write_block_table(c.seq_id, block_tables + static_cast<size_t>(b) * lim.max_blocks_per_seq);
+    const int first_row = t;
+    for (size_t i = 0; i < c.tokens.size(); ++i, ++t) {
+      tokens[t] = c.tokens[i];
+      positions[t] = start + static_cast<int>(i);
+      token_batch[t] = b;
+    }
+    if (c.all_logits && !last_rows_only) {
+      for (int r = first_row; r < t; ++r) logit_rows[step.logit_rows++] = r;
+    } else {
+      logit_rows[step.logit_rows++] = t - 1;
+    }
+  }
+  q_starts[step.batch] = t;
+
+  const size_t n_tok = static_cast<size_t>(step.tokens) * sizeof(int32_t);
+  upload(in.tokens, n_tok);
+  upload(in.positions, n_tok);
+  upload(in.token_batch, n_tok);
+  upload(in.logit_rows, static_cast<size_t>(step.logit_rows) * sizeof(int32_t));
+  upload(in.q_starts, static_cast<size_t>(step.batch + 1) * sizeof(int32_t));
+  upload(in.kv_lens, static_cast<size_t>(step.batch) * sizeof(int32_t));
+  upload(in.block_tables, static_cast<size_t>(step.batch) * lim.max_blocks_per_seq * sizeof(int32_t));
+  return step;
+}
+
+void BaselineCudaEngine::run_layers(const Step& step) {
+  const ActivationPlan& a = plan_.activations;
+  const StepInputPlan& in = plan_.inputs;
+  const int64_t n = step.tokens;
+  const int64_t hidden = config_.hidden_size;
+  const float eps = config_.rms_norm_eps;
+  float* residual = act<float>(a.residual);
+  void* normed = act<void>(a.normed);
+  void* qkv = act<void>(a.qkv);
+  void* q = act<void>(a.q);
+  void* attn_out = act<void>(a.attn_out);
+  void* proj = act<void>(a.proj);
+  void* gate_up = act<void>(a.gate_up);
+  void* ffn_act = act<void>(a.ffn_act);
+  const int32_t* block_tables = input_device<int32_t>(in.block_tables);
+  const int32_t* kv_lens = input_device<int32_t>(in.kv_lens);
+
+  FUSELM_THROW_IF_FAILED(embedding(weights_.embedding, dtype_, config_.vocab_size, hidden,
+                                   input_device<int32_t>(in.tokens), n, residual, DType::F32, stream_));
+  for (int l = 0; l < config_.num_layers; ++l) {
+    const DeviceLayerWeights& w = weights_.layers[l];
+    const PagedKvView kv = kv_->layer_view(l, block_tables);
+    // Attention block.
+    FUSELM_THROW_IF_FAILED(rmsnorm(residual, w.attn_norm, eps, n, hidden, normed, dtype_, stream_));
+    FUSELM_THROW_IF_FAILED(gemm_.run(qkv_shape_, normed, w.qkv, qkv, n, stream_));
+    FUSELM_THROW_IF_FAILED(rope_kv(qkv, q, dtype_, rope_shape_, n, input_device<int32_t>(in.positions),
+                                   input_device<int32_t>(in.token_batch), weights_.rope_inv_freq, kv, stream_));
+    if (step.decode_only) {
+      FUSELM_THROW_IF_FAILED(decode_attention(q, attn_out, dtype_, attention_shape_, kv, kv_lens, step.batch,
+                                              decode_plan_, act<void>(a.attention_workspace), stream_));
+    } else {
+      FUSELM_THROW_IF_FAILED(prefill_attention(q, attn_out, dtype_, attention_shape_, kv,
+                                               input_device<int32_t>(in.q_starts), kv_lens, step.batch,
+                                               step.max_q_len, stream_));
+    }
+    FUSELM_THROW_IF_FAILED(gemm_.run(wo_shape_, attn_out, w.wo, proj, n, stream_));
+    FUSELM_THROW_IF_FAILED(residual_add(residual, proj, dtype_, n * hidden, stream_));
+    // MLP block.
+    FUSELM_THROW_IF_FAILED(rmsnorm(residual, w.ffn_norm, eps, n, hidden, normed, dtype_, stream_));
+    FUSELM_THROW_IF_FAILED(gemm_.run(gate_up_shape_, normed, w.gate_up, gate_up, n, stream_));
+    FUSELM_THROW_IF_FAILED(swiglu(gate_up, ffn_act, dtype_, n, config_.intermediate_size, stream_));
+    FUSELM_THROW_IF_FAILED(gemm_.run(down_shape_, ffn_act, w.down, proj, n, stream_));
+    FUSELM_THROW_IF_FAILED(residual_add(residual, proj, dtype_, n * hidden, stream_));
+  }
+}
+
+void BaselineCudaEngine::compute_logits(int first, int n, int step_tokens) {
+  const ActivationPlan& a = plan_.activations;
+  const int64_t hidden = config_.hidden_size;
+  // Only the rows that need logits go through the final norm and the LM head.
+  FUSELM_THROW_IF_FAILED(embedding(act<float>(a.residual), DType::F32, step_tokens, hidden,
+                                   input_device<int32_t>(plan_.inputs.logit_rows) + first, n, act<float>(a.head_rows),
+                                   DType::F32, stream_));
+  FUSELM_THROW_IF_FAILED(rmsnorm(act<float>(a.head_rows), weights_.final_norm, config_.rms_norm_eps, n, hidden,
+                                 act<void>(a.head_normed), dtype_, stream_));
+  FUSELM_THROW_IF_FAILED(
+      gemm_.run(lm_head_shape_, act<void>(a.head_normed), weights_.lm_head, act<float>(a.logits), n, stream_));
+}
+
+void BaselineCudaEngine::commit(const Step& step) {
+  for (const auto& [seq_id, length] : step.new_lengths) kv_->set_length(seq_id, length);
+}
+
+void BaselineCudaEngine::forward(std::span<const SequenceChunk> chunks, std::vector<float>& logits) {
+  const Step step = prepare_step(chunks, /*last_rows_only=*/false);
+  run_layers(step);
+  const size_t vocab = static_cast<size_t>(config_.vocab_size);
+  logits.resize(static_cast<size_t>(step.logit_rows) * vocab);
+  // all_logits chunks can want more rows than the logits buffer holds: slabs of logits_rows.
+  for (int first = 0; first < step.logit_rows; first += plan_.limits.logits_rows) {
+    const int n = std::min(plan_.limits.logits_rows, step.logit_rows - first);
+    compute_logits(first, n, step.tokens);
+    FUSELM_CUDA_THROW(cudaMemcpyAsync(logits.data() + static_cast<size_t>(first) * vocab,
+                                      act<float>(plan_.activations.logits), static_cast<size_t>(n) * vocab * sizeof(float),
+                                      cudaMemcpyDeviceToHost, stream_));
+    // The next slab overwrites the logits buffer.
+    FUSELM_CUDA_THROW(cudaStreamSynchronize(stream_));
+  }
+  commit(step);
+}
+
+namespace {
+
+void check_sampling_params(const SamplingParams& p) {
+  FUSELM_CHECK(p.top_k >= 0, "top-k must be >= 0 (0 = off), got ", p.top_k);
+  FUSELM_CHECK(p.top_p > 0.0f && p.top_p <= 1.0f, "top-p must be in (0, 1] (1 = off), got ", p.top_p);
+  FUSELM_CHECK(p.min_p >= 0.0f && p.min_p <= 1.0f, "min-p must be in [0, 1] (0 = off), got ", p.min_p);
+  FUSELM_CHECK(p.repetition_penalty > 0.0f, "repetition penalty must be positive (1 = off), got ",
+               p.repetition_penalty);
+  FUSELM_CHECK(std::isfinite(p.temperature), "temperature must be a finite number, got ", p.temperature);
+}
+
+}  // namespace
+
+void BaselineCudaEngine::forward_sample(std::span<const SequenceChunk> chunks, std::span<SamplerState* const> samplers,
+                                        std::vector<int32_t>& tokens) {
+  FUSELM_CHECK(samplers.size() == chunks.size(), "forward_sample: one sampler per chunk expected, got ",
+               samplers.size(), " for ", chunks.size(), " chunks");
+  // The penalty windows, packed with the step's longest as the row stride.
+  int history_stride = 0;
+  for (SamplerState* s : samplers) {
+    FUSELM_CHECK(s != nullptr, "forward_sample: null sampler");
+    check_sampling_params(s->params);
+    if (s->params.repetition_penalty == 1.0f) continue;
+    const size_t window = s->params.penalty_window > 0 ? static_cast<size_t>(s->params.penalty_window)
+                                                       : s->history.size();
+    history_stride = std::max(history_stride, static_cast<int>(std::min(window, s->history.size())));
+  }
+  FUSELM_CHECK(history_stride <= plan_.limits.history_capacity, "forward_sample: a repetition-penalty window of ",
+               history_stride, " tokens is over the ", plan_.limits.history_capacity,
+               " the CUDA sampler holds; use a shorter --penalty-window");
+
+  const Step step = prepare_step(chunks, /*last_rows_only=*/true);
+  const StepInputPlan& in = plan_.inputs;
+  SampleParams* params = input_host<SampleParams>(in.sample_params);
+  int32_t* history = input_host<int32_t>(in.history);
+  for (int b = 0; b < step.batch; ++b) {
+    const SamplerState& s = *samplers[b];
+    SampleParams& p = params[b];
+    p.temperature = s.params.temperature;
+    p.top_k = s.params.top_k;
+    p.top_p = s.params.top_p;
+    p.min_p = s.params.min_p;
+    p.repetition_penalty = s.params.repetition_penalty;
+    p.rng_state = s.rng.state();
+    p.history_len = 0;
+    if (s.params.repetition_penalty != 1.0f) {
+      const size_t window = s.params.penalty_window > 0 ? static_cast<size_t>(s.params.penalty_window)
+                                                        : s.history.size();
+      const size_t count = std::min(window, s.history.size());
+      std::copy(s.history.end() - static_cast<std::ptrdiff_t>(count), s.history.end(),
+                history + static_cast<size_t>(b) * history_stride);
+      p.history_len = static_cast<int32_t>(count);
+    }
+  }
+  upload(in.sample_params, static_cast<size_t>(step.batch) * sizeof(SampleParams));
+  upload(in.history, static_cast<size_t>(step.batch) * history_stride * sizeof(int32_t));
+
+  run_layers(step);
+  compute_logits(0, step.logit_rows, step.tokens);
+  FUSELM_THROW_IF_FAILED(sample_tokens(act<float>(plan_.activations.logits), step.batch, config_.vocab_size,
+                                       input_device<SampleParams>(in.sample_params), input_device<int32_t>(in.history),
+                                       history_stride, input_device<int32_t>(in.sampled), stream_));
+  FUSELM_CUDA_THROW(cudaMemcpyAsync(input_host<int32_t>(in.sampled), input_device<int32_t>(in.sampled),
+                                    static_cast<size_t>(step.batch) * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                    stream_));
+  FUSELM_CUDA_THROW(cudaStreamSynchronize(stream_));
+  commit(step);
+
+  const int32_t* sampled = input_host<int32_t>(in.sampled);
+  tokens.resize(chunks.size());
+  for (int b = 0; b < step.batch; ++b) {
+    SamplerState& s = *samplers[b];
+    FUSELM_CHECK(sampled[b] >= 0 && sampled[b] < config_.vocab_size, "forward_sample: nothing could be drawn for ",
+                 "sequence ", chunks[b].seq_id, " (every logit NaN?)");
+    if (!s.params.greedy()) s.rng.next_u64();  // the draw the device made from this state
+    s.history.push_back(sampled[b]);
+    tokens[b] = sampled[b];
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<CudaEngine> make_cuda_engine(const Model& model, const EngineOptions& options) {
+  return make_cuda_engine(model, options, CudaEngineTuning{});
+}
+
+std::unique_ptr<CudaEngine> make_cuda_engine(const Model& model, const EngineOptions& options,
+                                             const CudaEngineTuning& tuning) {
+  return std::make_unique<BaselineCudaEngine>(model, options, tuning);
+}
+
+}  // namespace fuselm
