@@ -9,8 +9,6 @@
 //
 // Timings: the DISABLED_ benchmarks print kernel times (CUDA events, median of 20 runs):
 //   gpu_attention_test --gtest_also_run_disabled_tests --gtest_filter='AttentionBench.*'
-#include "kernels/cuda/attention.h"
-
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -27,6 +25,8 @@
 
 #include "core/dtype.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_variants.h"
 
 namespace fuselm {
 namespace {
@@ -36,17 +36,17 @@ bool have_cuda_device() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-#define REQUIRE_CUDA_DEVICE()                                                                     \
-  do {                                                                                            \
-    if (!have_cuda_device())                                                                      \
+#define REQUIRE_CUDA_DEVICE()                                                                    \
+  do {                                                                                           \
+    if (!have_cuda_device())                                                                     \
       GTEST_SKIP() << "no CUDA device found (cudaGetDeviceCount): attention kernels need a GPU"; \
   } while (0)
 
 #define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(cudaGetLastError())
-#define ASSERT_STATUS_OK(expr)                  \
-  do {                                          \
-    Status s_ = (expr);                         \
-    ASSERT_TRUE(s_.ok()) << s_.message();       \
+#define ASSERT_STATUS_OK(expr)            \
+  do {                                    \
+    Status s_ = (expr);                   \
+    ASSERT_TRUE(s_.ok()) << s_.message(); \
   } while (0)
 
 constexpr uint16_t kNanBits = 0xffff;  // NaN in bf16 and in fp16
@@ -74,7 +74,8 @@ class DeviceBuffer {
   T* get() const { return ptr_; }
   size_t size() const { return n_; }
   bool upload(const std::vector<T>& host) {
-    return ptr_ && host.size() == n_ && cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess;
+    return ptr_ && host.size() == n_ &&
+           cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess;
   }
   std::vector<T> download() const {
     std::vector<T> host(n_);
@@ -226,13 +227,24 @@ std::vector<float> reference(DType t, const std::vector<uint16_t>& q_bits, const
   std::vector<int32_t> positions(q_len);
   for (int i = 0; i < q_len; ++i) positions[i] = s.kv_len - q_len + i;
   std::vector<float> out(static_cast<size_t>(q_len) * n_heads * head_dim);
-  cpu::attention(q.data(), k.data(), v.data(), positions.data(), q_len, s.kv_len, n_heads, n_kv_heads, head_dim,
-                 scale, out.data());
+  cpu::attention(q.data(), k.data(), v.data(), positions.data(), q_len, s.kv_len, n_heads, n_kv_heads, head_dim, scale,
+                 out.data());
   return out;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Prefill
+
+using attention_detail::DecodeVariant;
+using attention_detail::PrefillVariant;
+
+// Every instantiated variant is checked on the same inputs; the public launchers pick one.
+const std::vector<PrefillVariant> kPrefillVariants{{16, 64}, {32, 64}, {32, 32}};
+const std::vector<DecodeVariant> kDecodeVariants{{2}, {3}};
+
+std::string variant_str(const PrefillVariant& v) {
+  return "rows_per_warp=" + std::to_string(v.rows_per_warp) + " keys_per_tile=" + std::to_string(v.keys_per_tile);
+}
 
 struct PrefillCase {
   DType dtype;
@@ -277,20 +289,27 @@ void run_prefill_check(DType dtype, int head_dim, int n_kv_heads, int group, int
   DeviceBuffer<int32_t> q_starts_dev(q_starts);
   ASSERT_TRUE(q_dev.get() && out_dev.get() && cache.k_pool.get() && cache.block_tables.get());
 
-  ASSERT_STATUS_OK(prefill_attention(q_dev.get(), out_dev.get(), dtype, shape, cache.view(), q_starts_dev.get(),
-                                     cache.kv_lens.get(), batch, max_q_len, nullptr));
-  ASSERT_CUDA(cudaDeviceSynchronize());
-  const std::vector<uint16_t> out = out_dev.download();
-  ASSERT_EQ(out.size(), q_all.size());
+  std::vector<std::vector<uint16_t>> outs;
+  for (const PrefillVariant& variant : kPrefillVariants) {
+    ASSERT_TRUE(out_dev.upload(std::vector<uint16_t>(q_all.size(), kNanBits)));
+    ASSERT_STATUS_OK(attention_detail::prefill_attention_variant(variant, q_dev.get(), out_dev.get(), dtype, shape,
+                                                                 cache.view(), q_starts_dev.get(), cache.kv_lens.get(),
+                                                                 batch, max_q_len, nullptr));
+    ASSERT_CUDA(cudaDeviceSynchronize());
+    outs.push_back(out_dev.download());
+    ASSERT_EQ(outs.back().size(), q_all.size());
+  }
 
   for (int b = 0; b < batch; ++b) {
     const std::vector<float> ref =
         reference(dtype, qs[b], seqs[b], q_lens[b], n_heads, n_kv_heads, head_dim, shape.scale);
     const size_t row = static_cast<size_t>(n_heads) * head_dim;
-    const std::vector<uint16_t> got(out.begin() + q_starts[b] * row, out.begin() + q_starts[b + 1] * row);
-    expect_close(dtype, got, ref,
-                 "sequence " + std::to_string(b) + " (q_len=" + std::to_string(q_lens[b]) +
-                     ", prefix=" + std::to_string(prefixes[b]) + ")");
+    for (size_t v = 0; v < kPrefillVariants.size(); ++v) {
+      const std::vector<uint16_t> got(outs[v].begin() + q_starts[b] * row, outs[v].begin() + q_starts[b + 1] * row);
+      expect_close(dtype, got, ref,
+                   "sequence " + std::to_string(b) + " (q_len=" + std::to_string(q_lens[b]) +
+                       ", prefix=" + std::to_string(prefixes[b]) + "), " + variant_str(kPrefillVariants[v]));
+    }
   }
 }
 
@@ -327,10 +346,12 @@ INSTANTIATE_TEST_SUITE_P(Attention, PrefillTest, testing::ValuesIn(all_prefill_c
 // ---------------------------------------------------------------------------------------------
 // Decode
 
-// Runs decode_attention on `seqs` (in that order) and returns the output bits.
+// Runs decode attention (the public launcher, or `variant`) on `seqs` (in that order) and returns
+// the output bits.
 std::vector<uint16_t> run_decode(DType dtype, const AttentionShape& shape, int block_size,
                                  const DecodeAttentionPlan& plan, const std::vector<const SeqKv*>& seqs,
-                                 const std::vector<uint16_t>& q, std::mt19937& rng) {
+                                 const std::vector<uint16_t>& q, std::mt19937& rng,
+                                 const DecodeVariant* variant = nullptr) {
   PagedCache cache;
   build_paged_cache(cache, seqs, PagedKvLayout{block_size, shape.n_kv_heads, shape.head_dim}, rng);
   const int batch = static_cast<int>(seqs.size());
@@ -340,8 +361,11 @@ std::vector<uint16_t> run_decode(DType dtype, const AttentionShape& shape, int b
   DeviceBuffer<uint8_t> workspace(ws_bytes);
   // Poison the workspace too: the combine must read only partials the split kernel wrote.
   if (cudaMemset(workspace.get(), 0xff, ws_bytes) != cudaSuccess) return {};
-  Status s = decode_attention(q_dev.get(), out_dev.get(), dtype, shape, cache.view(), cache.kv_lens.get(), batch,
-                              plan, workspace.get(), nullptr);
+  Status s = variant ? attention_detail::decode_attention_variant(*variant, q_dev.get(), out_dev.get(), dtype, shape,
+                                                                  cache.view(), cache.kv_lens.get(), batch, plan,
+                                                                  workspace.get(), nullptr)
+                     : decode_attention(q_dev.get(), out_dev.get(), dtype, shape, cache.view(), cache.kv_lens.get(),
+                                        batch, plan, workspace.get(), nullptr);
   EXPECT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   return out_dev.download();
@@ -370,15 +394,23 @@ void check_decode(DType dtype, int head_dim, int n_kv_heads, int group, int bloc
   for (const auto& s : seqs) ptrs.push_back(&s);
   const size_t row = static_cast<size_t>(n_heads) * head_dim;
   const std::vector<uint16_t> q = random_bits(dtype, lens.size() * row, 3.0f, rng);
-  const std::vector<uint16_t> out = run_decode(dtype, shape, block_size, plan, ptrs, q, rng);
-  ASSERT_EQ(out.size(), q.size());
+  std::vector<std::vector<uint16_t>> outs;
+  for (const DecodeVariant& variant : kDecodeVariants) {
+    outs.push_back(run_decode(dtype, shape, block_size, plan, ptrs, q, rng, &variant));
+    ASSERT_EQ(outs.back().size(), q.size());
+  }
+  // The stage count changes only when bytes arrive, not the arithmetic: identical bits.
+  for (size_t v = 1; v < outs.size(); ++v)
+    EXPECT_EQ(outs[v], outs[0]) << "decode stages=" << kDecodeVariants[v].stages
+                                << " differs from stages=" << kDecodeVariants[0].stages;
+  const std::vector<uint16_t>& out = outs[0];
   for (size_t b = 0; b < lens.size(); ++b) {
     const std::vector<uint16_t> q_b(q.begin() + b * row, q.begin() + (b + 1) * row);
     const std::vector<float> ref = reference(dtype, q_b, seqs[b], 1, n_heads, n_kv_heads, head_dim, shape.scale);
     const std::vector<uint16_t> got(out.begin() + b * row, out.begin() + (b + 1) * row);
     expect_close(dtype, got, ref,
-                 "batch " + std::to_string(lens.size()) + ", sequence " + std::to_string(b) + " (kv_len=" +
-                     std::to_string(lens[b]) + ", block_size=" + std::to_string(block_size) +
+                 "batch " + std::to_string(lens.size()) + ", sequence " + std::to_string(b) +
+                     " (kv_len=" + std::to_string(lens[b]) + ", block_size=" + std::to_string(block_size) +
                      ", split_tokens=" + std::to_string(split_tokens) + ")");
   }
 }
@@ -448,8 +480,8 @@ TEST(AttentionDecode, OutputIsBitwiseIndependentOfBatch) {
     const std::vector<uint16_t> in_batch(batched.begin() + target * row, batched.begin() + (target + 1) * row);
     EXPECT_EQ(alone, in_batch) << dtype_name(dtype) << ": decode output depends on the batch";
     EXPECT_EQ(alone, again) << dtype_name(dtype) << ": decode output depends on max_splits_per_seq";
-    expect_close(dtype, alone, reference(dtype, q_target, seqs[target], 1, shape.n_heads, n_kv_heads, head_dim,
-                                         shape.scale),
+    expect_close(dtype, alone,
+                 reference(dtype, q_target, seqs[target], 1, shape.n_heads, n_kv_heads, head_dim, shape.scale),
                  "target sequence");
   }
 }
@@ -493,7 +525,8 @@ TEST(AttentionPrefill, OutputIsBitwiseIndependentOfBatch) {
   const std::vector<uint16_t> batched = run({0, 1, 2}, 100);
   const std::vector<uint16_t> alone = run({1}, 300);  // a larger max_q_len only adds idle CTAs
   ASSERT_EQ(alone.size(), q_lens[1] * row);
-  const std::vector<uint16_t> in_batch(batched.begin() + q_lens[0] * row, batched.begin() + (q_lens[0] + q_lens[1]) * row);
+  const std::vector<uint16_t> in_batch(batched.begin() + q_lens[0] * row,
+                                       batched.begin() + (q_lens[0] + q_lens[1]) * row);
   EXPECT_EQ(alone, in_batch);
 }
 
@@ -566,7 +599,8 @@ TEST(AttentionLauncher, RejectsUnsupportedShapesWithAClearMessage) {
   kv.layout.head_dim = shape.head_dim = 128;
   m = decode_attention(fake, fake, DType::F32, shape, kv, fake_i, 1, plan, fake, nullptr).message();
   EXPECT_NE(m.find("unsupported dtype=f32"), std::string::npos) << m;
-  m = decode_attention(fake, fake, DType::BF16, shape, kv, fake_i, 1, DecodeAttentionPlan{40, 4}, fake, nullptr).message();
+  m = decode_attention(fake, fake, DType::BF16, shape, kv, fake_i, 1, DecodeAttentionPlan{40, 4}, fake, nullptr)
+          .message();
   EXPECT_NE(m.find("split_tokens=40"), std::string::npos) << m;
   kv.layout.n_kv_heads = 4;
   m = prefill_attention(fake, fake, DType::BF16, shape, kv, fake_i, fake_i, 1, 4, nullptr).message();
@@ -617,8 +651,8 @@ struct BenchCache {
   PagedKvView view;
 };
 
-void make_bench_cache(BenchCache& c, DType dtype, int batch, const std::vector<int>& lens, int n_kv_heads,
-                      int head_dim, int block_size, std::mt19937& rng) {
+void make_bench_cache(BenchCache& c, DType dtype, int batch, const std::vector<int>& lens, int n_kv_heads, int head_dim,
+                      int block_size, std::mt19937& rng) {
   const PagedKvLayout layout{block_size, n_kv_heads, head_dim};
   int max_blocks = 0, total = 0;
   for (int len : lens) {
@@ -667,8 +701,8 @@ TEST(AttentionBench, DISABLED_Ceilings) {
   const float one = 1.0f, zero = 0.0f;
   const double gemm_ms = median_ms(
       [&] {
-        cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, x.get(), CUDA_R_16BF, n, y.get(), CUDA_R_16BF,
-                     n, &zero, z.get(), CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, x.get(), CUDA_R_16BF, n, y.get(), CUDA_R_16BF, n,
+                     &zero, z.get(), CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
       },
       10);
   cublasDestroy(handle);
@@ -682,11 +716,15 @@ TEST(AttentionBench, DISABLED_Decode) {
     int batch, len, n_heads, n_kv_heads, head_dim, split;
   };
   const Case cases[] = {
-      {"llama3-8b b1 kv2000", 1, 2000, 32, 8, 128, 256},    {"llama3-8b b1 kv2000 split64", 1, 2000, 32, 8, 128, 64},
-      {"llama3-8b b8 kv4096", 8, 4096, 32, 8, 128, 256},    {"llama3-8b b64 kv4096", 64, 4096, 32, 8, 128, 256},
-      {"llama2-7b b64 kv2048 (MHA)", 64, 2048, 32, 32, 128, 256}, {"tinyllama b64 kv4096 hd64", 64, 4096, 32, 4, 64, 256},
+      {"llama3-8b b1 kv2000", 1, 2000, 32, 8, 128, 256},
+      {"llama3-8b b1 kv2000 split64", 1, 2000, 32, 8, 128, 64},
+      {"llama3-8b b8 kv4096", 8, 4096, 32, 8, 128, 256},
+      {"llama3-8b b64 kv4096", 64, 4096, 32, 8, 128, 256},
+      {"llama2-7b b64 kv2048 (MHA)", 64, 2048, 32, 32, 128, 256},
+      {"tinyllama b64 kv4096 hd64", 64, 4096, 32, 4, 64, 256},
+      {"llama3-8b b256 kv1024", 256, 1024, 32, 8, 128, 256},
   };
-  std::printf("[bench] %-30s %10s %12s %10s\n", "decode case", "time(us)", "KV bytes", "GB/s");
+  std::printf("[bench] %-30s %7s %10s %12s %10s\n", "decode case", "stages", "time(us)", "KV bytes", "GB/s");
   for (const Case& c : cases) {
     std::mt19937 rng(11);
     BenchCache cache;
@@ -697,15 +735,18 @@ TEST(AttentionBench, DISABLED_Decode) {
     DeviceBuffer<uint16_t> out(q.size());
     DeviceBuffer<uint8_t> ws(decode_attention_workspace_bytes(shape, plan, c.batch));
     ASSERT_TRUE(cache.k.get() && q.get() && out.get() && ws.get());
-    ASSERT_STATUS_OK(decode_attention(q.get(), out.get(), DType::BF16, shape, cache.view, cache.lens.get(), c.batch,
-                                      plan, ws.get(), nullptr));
-    ASSERT_CUDA(cudaDeviceSynchronize());
-    const double ms = median_ms([&] {
-      (void)decode_attention(q.get(), out.get(), DType::BF16, shape, cache.view, cache.lens.get(), c.batch, plan,
-                             ws.get(), nullptr);
-    });
-    const double kv_bytes = 2.0 * c.batch * c.len * c.n_kv_heads * c.head_dim * 2;
-    std::printf("[bench] %-30s %10.1f %12.0f %10.0f\n", c.name, ms * 1e3, kv_bytes, kv_bytes / ms / 1e6);
+    for (const DecodeVariant& variant : kDecodeVariants) {
+      auto run = [&] {
+        return attention_detail::decode_attention_variant(variant, q.get(), out.get(), DType::BF16, shape, cache.view,
+                                                          cache.lens.get(), c.batch, plan, ws.get(), nullptr);
+      };
+      ASSERT_STATUS_OK(run());
+      ASSERT_CUDA(cudaDeviceSynchronize());
+      const double ms = median_ms([&] { (void)run(); });
+      const double kv_bytes = 2.0 * c.batch * c.len * c.n_kv_heads * c.head_dim * 2;
+      std::printf("[bench] %-30s %7d %10.1f %12.0f %10.0f\n", c.name, variant.stages, ms * 1e3, kv_bytes,
+                  kv_bytes / ms / 1e6);
+    }
   }
 }
 
@@ -716,11 +757,14 @@ TEST(AttentionBench, DISABLED_Prefill) {
     int batch, q_len, prefix, n_heads, n_kv_heads, head_dim;
   };
   const Case cases[] = {
-      {"llama3-8b 1x4096", 1, 4096, 0, 32, 8, 128},         {"llama3-8b 4x1024", 4, 1024, 0, 32, 8, 128},
-      {"llama3-8b chunk 512 @3584", 1, 512, 3584, 32, 8, 128}, {"llama2-7b 1x4096 (MHA)", 1, 4096, 0, 32, 32, 128},
-      {"tinyllama 1x4096 hd64", 1, 4096, 0, 32, 4, 64},     {"llama3-8b 8x4096", 8, 4096, 0, 32, 8, 128},
+      {"llama3-8b 1x4096", 1, 4096, 0, 32, 8, 128},
+      {"llama3-8b 4x1024", 4, 1024, 0, 32, 8, 128},
+      {"llama3-8b chunk 512 @3584", 1, 512, 3584, 32, 8, 128},
+      {"llama2-7b 1x4096 (MHA)", 1, 4096, 0, 32, 32, 128},
+      {"tinyllama 1x4096 hd64", 1, 4096, 0, 32, 4, 64},
+      {"llama3-8b 8x4096", 8, 4096, 0, 32, 8, 128},
   };
-  std::printf("[bench] %-30s %10s %10s %10s\n", "prefill case", "time(us)", "GFLOP", "TFLOP/s");
+  std::printf("[bench] %-30s %9s %10s %10s %10s\n", "prefill case", "rows/keys", "time(us)", "GFLOP", "TFLOP/s");
   for (const Case& c : cases) {
     std::mt19937 rng(12);
     const int len = c.prefix + c.q_len;
@@ -734,18 +778,22 @@ TEST(AttentionBench, DISABLED_Prefill) {
     for (int b = 0; b <= c.batch; ++b) starts[b] = b * c.q_len;
     DeviceBuffer<int32_t> starts_dev(starts);
     ASSERT_TRUE(cache.k.get() && q.get() && out.get());
-    auto run = [&] {
-      return prefill_attention(q.get(), out.get(), DType::BF16, shape, cache.view, starts_dev.get(), cache.lens.get(),
-                               c.batch, c.q_len, nullptr);
-    };
-    ASSERT_STATUS_OK(run());
-    ASSERT_CUDA(cudaDeviceSynchronize());
-    const double ms = median_ms([&] { (void)run(); });
     // Causal FLOPs actually needed: 4 * head_dim per (query, visible key, head).
     double pairs = 0;
     for (int t = 0; t < c.q_len; ++t) pairs += c.prefix + t + 1;
     const double flops = 4.0 * c.head_dim * c.n_heads * c.batch * pairs;
-    std::printf("[bench] %-30s %10.1f %10.1f %10.0f\n", c.name, ms * 1e3, flops / 1e9, flops / ms / 1e9);
+    for (const PrefillVariant& variant : kPrefillVariants) {
+      auto run = [&] {
+        return attention_detail::prefill_attention_variant(variant, q.get(), out.get(), DType::BF16, shape, cache.view,
+                                                           starts_dev.get(), cache.lens.get(), c.batch, c.q_len,
+                                                           nullptr);
+      };
+      ASSERT_STATUS_OK(run());
+      ASSERT_CUDA(cudaDeviceSynchronize());
+      const double ms = median_ms([&] { (void)run(); });
+      std::printf("[bench] %-30s %5d/%-3d %10.1f %10.1f %10.0f\n", c.name, variant.rows_per_warp, variant.keys_per_tile,
+                  ms * 1e3, flops / 1e9, flops / ms / 1e9);
+    }
   }
 }
 

@@ -28,8 +28,7 @@ Status dispatch_dtype(DType dtype, F&& f) {
     case DType::BF16: return f(__nv_bfloat16{});
     case DType::F16: return f(__half{});
     default:
-      return Status::error(str_cat("attention: unsupported dtype=", dtype_name(dtype),
-                                   " (supported: bf16, f16)"));
+      return Status::error(str_cat("attention: unsupported dtype=", dtype_name(dtype), " (supported: bf16, f16)"));
   }
 }
 
@@ -43,8 +42,7 @@ Status dispatch_head_dim(int head_dim, F&& f) {
   switch (head_dim) {
     case 64: return f(IntConst<64>{});
     case 128: return f(IntConst<128>{});
-    default:
-      return Status::error(str_cat("attention: unsupported head_dim=", head_dim, " (supported: 64, 128)"));
+    default: return Status::error(str_cat("attention: unsupported head_dim=", head_dim, " (supported: 64, 128)"));
   }
 }
 
@@ -53,12 +51,12 @@ inline Status check_common(const void* q, const void* out, const AttentionShape&
                            int batch) {
   if (batch < 0) return Status::error(str_cat("attention: batch=", batch, " must be >= 0"));
   if (shape.n_heads <= 0 || shape.n_kv_heads <= 0 || shape.n_heads % shape.n_kv_heads != 0)
-    return Status::error(str_cat("attention: n_heads=", shape.n_heads, " must be a positive multiple of n_kv_heads=",
-                                 shape.n_kv_heads));
+    return Status::error(
+        str_cat("attention: n_heads=", shape.n_heads, " must be a positive multiple of n_kv_heads=", shape.n_kv_heads));
   if (kv.layout.n_kv_heads != shape.n_kv_heads || kv.layout.head_dim != shape.head_dim)
-    return Status::error(str_cat("attention: KV layout (n_kv_heads=", kv.layout.n_kv_heads, ", head_dim=",
-                                 kv.layout.head_dim, ") does not match the shape (n_kv_heads=", shape.n_kv_heads,
-                                 ", head_dim=", shape.head_dim, ")"));
+    return Status::error(
+        str_cat("attention: KV layout (n_kv_heads=", kv.layout.n_kv_heads, ", head_dim=", kv.layout.head_dim,
+                ") does not match the shape (n_kv_heads=", shape.n_kv_heads, ", head_dim=", shape.head_dim, ")"));
   const int bs = kv.layout.block_size;
   if (bs <= 0 || (bs & (bs - 1)) != 0)
     return Status::error(str_cat("attention: block_size=", bs, " must be a power of two"));
@@ -166,8 +164,8 @@ struct SwizzledTile {
 // masked P*V products finite.
 template <int HEAD_DIM, int ROWS, int THREADS>
 __device__ __forceinline__ void load_kv_tile(uint32_t tile, const uint16_t* pool, const PagedKvLayout& layout,
-                                             const int32_t* block_table, int block_shift, int kv_head,
-                                             int first_pos, int valid_end, int tid) {
+                                             const int32_t* block_table, int block_shift, int kv_head, int first_pos,
+                                             int valid_end, int tid) {
   constexpr int kChunks = HEAD_DIM / 8;
   static_assert((ROWS * kChunks) % THREADS == 0, "tile chunks must split evenly over the threads");
 #pragma unroll
@@ -186,122 +184,164 @@ __device__ __forceinline__ void load_kv_tile(uint32_t tile, const uint16_t* pool
   }
 }
 
-// Loads the A fragments (16 rows x HEAD_DIM) of a swizzled tile starting at row0 into registers.
-template <int HEAD_DIM>
-__device__ __forceinline__ void load_q_fragments(uint32_t (&q)[HEAD_DIM / 16][4], uint32_t tile, int row0, int lane) {
-  const int row = row0 + (lane & 7) + ((lane >> 3) & 1) * 8;
+// The A operand (query rows) of S = Q K^T for M_TILES 16-row tiles starting at tile row row0.
+// In registers (kInRegs) the fragments are loaded once and reused for every K tile; otherwise
+// they are re-read from shared memory per k-step, which frees 32 registers per row tile for the
+// larger accumulators of multi-tile warps.
+template <int HEAD_DIM, int M_TILES, bool kInRegs>
+struct QOperand;
+
+template <int HEAD_DIM, int M_TILES>
+struct QOperand<HEAD_DIM, M_TILES, true> {
+  uint32_t frag[M_TILES][HEAD_DIM / 16][4];
+  __device__ __forceinline__ void load(uint32_t tile, int row0, int lane) {
+    const int row = row0 + (lane & 7) + ((lane >> 3) & 1) * 8;
 #pragma unroll
-  for (int kk = 0; kk < HEAD_DIM / 16; ++kk)
-    ldmatrix_x4(q[kk], tile + SwizzledTile<HEAD_DIM>::offset(row, kk * 2 + (lane >> 4)));
-}
+    for (int m = 0; m < M_TILES; ++m)
+#pragma unroll
+      for (int kk = 0; kk < HEAD_DIM / 16; ++kk)
+        ldmatrix_x4(frag[m][kk], tile + SwizzledTile<HEAD_DIM>::offset(row + m * 16, kk * 2 + (lane >> 4)));
+  }
+  __device__ __forceinline__ void fetch(uint32_t (&a)[4], int m, int kk, int /*lane*/) const {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a[i] = frag[m][kk][i];
+  }
+};
+
+template <int HEAD_DIM, int M_TILES>
+struct QOperand<HEAD_DIM, M_TILES, false> {
+  uint32_t tile = 0;
+  int row0 = 0;
+  __device__ __forceinline__ void load(uint32_t tile_addr, int first_row, int /*lane*/) {
+    tile = tile_addr;
+    row0 = first_row;
+  }
+  __device__ __forceinline__ void fetch(uint32_t (&a)[4], int m, int kk, int lane) const {
+    const int row = row0 + m * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    ldmatrix_x4(a, tile + SwizzledTile<HEAD_DIM>::offset(row, kk * 2 + (lane >> 4)));
+  }
+};
 
 // ---------------------------------------------------------------------------------------------
-// One warp's running attention state for 16 query rows. Lane l holds rows l/4 and l/4 + 8 of the
-// mma accumulator layout: o[n][0..1] are (row l/4, dims 8n + 2(l%4) + {0,1}), o[n][2..3] the
-// same dims of row l/4 + 8. Row maxima are in the log2 domain (scores pre-multiplied by
-// scale * log2 e) so that every exponential is one ex2 instruction.
-template <int HEAD_DIM>
+// One warp's running attention state for M_TILES x 16 query rows. In row tile m, lane l holds
+// rows l/4 and l/4 + 8 of the mma accumulator layout: o[m][n][0..1] are (row l/4, dims
+// 8n + 2(l%4) + {0,1}), o[m][n][2..3] the same dims of row l/4 + 8. Row maxima are in the log2
+// domain (scores times scale * log2 e) so that each probability is one FFMA and one ex2.
+template <int HEAD_DIM, int M_TILES>
 struct WarpState {
-  float o[HEAD_DIM / 8][4];
-  float row_max[2];
-  float row_sum[2];  // this lane's partial sum; the quad reduces it at the end
+  float o[M_TILES][HEAD_DIM / 8][4];
+  float row_max[M_TILES][2];
+  float row_sum[M_TILES][2];  // this lane's partial sum; the quad reduces it at the end
 
   __device__ __forceinline__ void init() {
 #pragma unroll
-    for (int n = 0; n < HEAD_DIM / 8; ++n)
+    for (int m = 0; m < M_TILES; ++m) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) o[n][i] = 0.0f;
+      for (int n = 0; n < HEAD_DIM / 8; ++n)
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      row_max[r] = -INFINITY;
-      row_sum[r] = 0.0f;
+        for (int i = 0; i < 4; ++i) o[m][n][i] = 0.0f;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        row_max[m][r] = -INFINITY;
+        row_sum[m][r] = 0.0f;
+      }
     }
   }
 };
 
-// Attends this warp's 16 query rows to KEYS keys (a multiple of 16) of a K and a V tile in
-// shared memory, starting at tile row key_row0, which holds cache position key_pos0. Key position
-// p is visible to row r (r = 0: lane/4, r = 1: lane/4 + 8) iff p <= last_visible[r]; the
-// comparison runs only when `masked`. Keys are folded into the running state with the
-// online-softmax rescaling; the order of operations depends only on the positions involved.
-template <class T, int HEAD_DIM, int KEYS>
-__device__ __forceinline__ void warp_attend(WarpState<HEAD_DIM>& st, const uint32_t (&q)[HEAD_DIM / 16][4],
-                                            uint32_t k_tile, uint32_t v_tile, int key_row0, int key_pos0,
-                                            const int (&last_visible)[2], bool masked, float scale_log2,
+// Attends this warp's query rows to KEYS keys (a multiple of 16) of a K and a V tile in shared
+// memory, starting at tile row key_row0, which holds cache position key_pos0. Key position p is
+// visible to row (m, r) (r = 0: lane/4, r = 1: lane/4 + 8 of row tile m) iff
+// p <= last_visible[m][r]; the comparison runs only when `masked`. Keys are folded into the
+// running state with the online-softmax rescaling; the order of operations depends only on the
+// positions involved. K/V fragments are loaded once per warp and used for all M_TILES row tiles.
+template <class T, int HEAD_DIM, int KEYS, int M_TILES, class Q>
+__device__ __forceinline__ void warp_attend(WarpState<HEAD_DIM, M_TILES>& st, const Q& q, uint32_t k_tile,
+                                            uint32_t v_tile, int key_row0, int key_pos0,
+                                            const int (&last_visible)[M_TILES][2], bool masked, float scale_log2,
                                             int lane) {
   static_assert(KEYS % 16 == 0, "keys come in pairs of n8 tiles");
   using Tile = SwizzledTile<HEAD_DIM>;
   constexpr int kKeyTiles = KEYS / 8;
 
   // S = Q K^T: K rows are keys, so a plain (non-transposed) ldmatrix yields the col-major B operand.
-  float s[kKeyTiles][4];
+  float s[M_TILES][kKeyTiles][4];
 #pragma unroll
-  for (int n = 0; n < kKeyTiles; ++n)
+  for (int m = 0; m < M_TILES; ++m)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) s[n][i] = 0.0f;
+    for (int n = 0; n < kKeyTiles; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) s[m][n][i] = 0.0f;
   {
     const int k_row = key_row0 + (lane & 7) + (lane >> 4) * 8;
 #pragma unroll
     for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+      uint32_t a[M_TILES][4];
+#pragma unroll
+      for (int m = 0; m < M_TILES; ++m) q.fetch(a[m], m, kk, lane);
 #pragma unroll
       for (int nn = 0; nn < KEYS / 16; ++nn) {
         uint32_t b[4];
         ldmatrix_x4(b, k_tile + Tile::offset(k_row + nn * 16, kk * 2 + ((lane >> 3) & 1)));
-        Mma<T>::mma(s[2 * nn], q[kk], b[0], b[1]);
-        Mma<T>::mma(s[2 * nn + 1], q[kk], b[2], b[3]);
+#pragma unroll
+        for (int m = 0; m < M_TILES; ++m) {
+          Mma<T>::mma(s[m][2 * nn], a[m], b[0], b[1]);
+          Mma<T>::mma(s[m][2 * nn + 1], a[m], b[2], b[3]);
+        }
       }
     }
   }
 
-  // Online softmax: scale into the log2 domain, mask, new row max, rescale what came before.
-  float tile_max[2] = {-INFINITY, -INFINITY};
+  // Online softmax on raw scores (scale > 0 commutes with max): mask, new row max, rescale what
+  // came before, then p = exp2(s * scale_log2 - max) as one FFMA.
+  uint32_t p[M_TILES][KEYS / 16][4];
 #pragma unroll
-  for (int n = 0; n < kKeyTiles; ++n) {
+  for (int m = 0; m < M_TILES; ++m) {
+    float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int r = i >> 1;
-      float v = s[n][i] * scale_log2;
-      if (masked) {
-        const int pos = key_pos0 + n * 8 + 2 * (lane & 3) + (i & 1);
-        if (pos > last_visible[r]) v = -INFINITY;
+    for (int n = 0; n < kKeyTiles; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = i >> 1;
+        if (masked) {
+          const int pos = key_pos0 + n * 8 + 2 * (lane & 3) + (i & 1);
+          if (pos > last_visible[m][r]) s[m][n][i] = -INFINITY;
+        }
+        tile_max[r] = fmaxf(tile_max[r], s[m][n][i]);
       }
-      s[n][i] = v;
-      tile_max[r] = fmaxf(tile_max[r], v);
     }
-  }
-  float base[2];
+    float base[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    // The four lanes of a quad share a row.
-    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-    const float new_max = fmaxf(st.row_max[r], tile_max[r]);
-    // A row with nothing visible yet keeps max -inf; subtracting 0 then keeps exp2(-inf) = 0
-    // instead of exp2(-inf - -inf) = NaN.
-    base[r] = new_max == -INFINITY ? 0.0f : new_max;
-    const float rescale = exp2f(st.row_max[r] - base[r]);
-    st.row_max[r] = new_max;
-    st.row_sum[r] *= rescale;
+    for (int r = 0; r < 2; ++r) {
+      // The four lanes of a quad share a row.
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const float new_max = fmaxf(st.row_max[m][r], tile_max[r] * scale_log2);
+      // A row with nothing visible yet keeps max -inf; subtracting 0 then keeps exp2(-inf) = 0
+      // instead of exp2(-inf - -inf) = NaN.
+      base[r] = new_max == -INFINITY ? 0.0f : new_max;
+      const float rescale = exp2f(st.row_max[m][r] - base[r]);
+      st.row_max[m][r] = new_max;
+      st.row_sum[m][r] *= rescale;
 #pragma unroll
-    for (int d = 0; d < HEAD_DIM / 8; ++d) {
-      st.o[d][2 * r] *= rescale;
-      st.o[d][2 * r + 1] *= rescale;
+      for (int d = 0; d < HEAD_DIM / 8; ++d) {
+        st.o[m][d][2 * r] *= rescale;
+        st.o[m][d][2 * r + 1] *= rescale;
+      }
     }
-  }
-
-  // P = exp2(S - max); the accumulator layout of two adjacent n8 tiles is exactly the A-operand
-  // layout of one k16 step, so P goes from registers straight into the next mma.
-  uint32_t p[KEYS / 16][4];
+    // The accumulator layout of two adjacent n8 tiles is exactly the A-operand layout of one k16
+    // step, so P goes from registers straight into the next mma.
 #pragma unroll
-  for (int n = 0; n < kKeyTiles; ++n) {
-    const float p0 = exp2f(s[n][0] - base[0]);
-    const float p1 = exp2f(s[n][1] - base[0]);
-    const float p2 = exp2f(s[n][2] - base[1]);
-    const float p3 = exp2f(s[n][3] - base[1]);
-    st.row_sum[0] += p0 + p1;
-    st.row_sum[1] += p2 + p3;
-    p[n / 2][(n & 1) * 2 + 0] = Mma<T>::pack(p0, p1);
-    p[n / 2][(n & 1) * 2 + 1] = Mma<T>::pack(p2, p3);
+    for (int n = 0; n < kKeyTiles; ++n) {
+      const float p0 = exp2f(fmaf(s[m][n][0], scale_log2, -base[0]));
+      const float p1 = exp2f(fmaf(s[m][n][1], scale_log2, -base[0]));
+      const float p2 = exp2f(fmaf(s[m][n][2], scale_log2, -base[1]));
+      const float p3 = exp2f(fmaf(s[m][n][3], scale_log2, -base[1]));
+      st.row_sum[m][0] += p0 + p1;
+      st.row_sum[m][1] += p2 + p3;
+      p[m][n / 2][(n & 1) * 2 + 0] = Mma<T>::pack(p0, p1);
+      p[m][n / 2][(n & 1) * 2 + 1] = Mma<T>::pack(p2, p3);
+    }
   }
 
   // O += P V: V rows are keys (the k dimension), so ldmatrix.trans yields the B operand.
@@ -313,8 +353,11 @@ __device__ __forceinline__ void warp_attend(WarpState<HEAD_DIM>& st, const uint3
       for (int dd = 0; dd < HEAD_DIM / 16; ++dd) {
         uint32_t b[4];
         ldmatrix_x4_trans(b, v_tile + Tile::offset(v_row + kk * 16, dd * 2 + (lane >> 4)));
-        Mma<T>::mma(st.o[2 * dd], p[kk], b[0], b[1]);
-        Mma<T>::mma(st.o[2 * dd + 1], p[kk], b[2], b[3]);
+#pragma unroll
+        for (int m = 0; m < M_TILES; ++m) {
+          Mma<T>::mma(st.o[m][2 * dd], p[m][kk], b[0], b[1]);
+          Mma<T>::mma(st.o[m][2 * dd + 1], p[m][kk], b[2], b[3]);
+        }
       }
     }
   }

@@ -1,38 +1,45 @@
 // Causal (chunked) prefill attention over the paged KV cache, FlashAttention-2 style:
-// mma.sync m16n8k16 on tensor cores, Q fragments held in registers, K/V tiles double-buffered
-// through swizzled shared memory with cp.async, online softmax in registers.
+// mma.sync m16n8k16 on tensor cores, K/V tiles double-buffered through swizzled shared memory
+// with cp.async, online softmax in registers. Two variants (attention_variants.h): 16 query rows
+// per warp with Q fragments in registers, or 32 rows per warp, where each K/V fragment read from
+// shared memory feeds two row tiles (half the shared-memory traffic per mma) and Q is re-read
+// from shared memory to make room for the larger accumulators.
 //
-// GQA packing: a CTA owns one (sequence, kv head) and 64 "packed rows", row m being query token
+// GQA packing: a CTA owns one (sequence, kv head) and 64 or 128 "packed rows", row m being query token
 // m / group of query head kv_head * group + m % group. All heads of a group share the K/V tile, so
 // each K/V tile is read from the cache once per group rather than once per query head, and short
 // chunks (q_len < 64) still fill the tensor-core tile.
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_variants.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace fuselm {
 namespace attention_detail {
 namespace {
 
-template <int HEAD_DIM>
+template <int HEAD_DIM, int M_TILES, int KEYS>
 struct PrefillConfig {
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kRows = kWarps * 16;  // packed query rows per CTA
-  static constexpr int kKeys = 64;           // keys per K/V tile
+  static constexpr int kMTiles = M_TILES;  // 16-row mma tiles per warp
+  static constexpr int kWarpRows = 16 * M_TILES;
+  static constexpr int kRows = kWarps * kWarpRows;  // packed query rows per CTA
+  static constexpr bool kQInRegs = M_TILES == 1;
+  static constexpr int kKeys = KEYS;  // keys per K/V tile
   static constexpr int kQTileBytes = kRows * HEAD_DIM * 2;
   static constexpr int kKvTileBytes = kKeys * HEAD_DIM * 2;
   // Q tile, then two stages of (K tile, V tile).
   static constexpr int kSmemBytes = kQTileBytes + 4 * kKvTileBytes;
 };
 
-template <class T, int HEAD_DIM>
-__global__ void __launch_bounds__(PrefillConfig<HEAD_DIM>::kThreads)
+template <class T, int HEAD_DIM, int M_TILES, int KEYS>
+__global__ void __launch_bounds__(PrefillConfig<HEAD_DIM, M_TILES, KEYS>::kThreads)
     prefill_attention_kernel(const uint16_t* __restrict__ q, uint16_t* __restrict__ out,
                              const uint16_t* __restrict__ k_pool, const uint16_t* __restrict__ v_pool,
                              PagedKvLayout layout, const int32_t* __restrict__ block_tables, int max_blocks_per_seq,
                              const int32_t* __restrict__ q_starts, const int32_t* __restrict__ kv_lens, int n_heads,
                              int group, float scale_log2) {
-  using Cfg = PrefillConfig<HEAD_DIM>;
+  using Cfg = PrefillConfig<HEAD_DIM, M_TILES, KEYS>;
   constexpr int kChunks = HEAD_DIM / 8;
   extern __shared__ __align__(128) uint8_t smem[];
 
@@ -78,10 +85,10 @@ __global__ void __launch_bounds__(PrefillConfig<HEAD_DIM>::kThreads)
   auto v_tile = [&](int stage) { return k_tile(stage) + Cfg::kKvTileBytes; };
   auto load_kv = [&](int tile, int stage) {
     // Keys past the last query position are never visible to this CTA: zero-fill, don't read.
-    load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(k_tile(stage), k_pool, layout, block_table, block_shift,
-                                                       kv_head, tile * Cfg::kKeys, last_query_pos + 1, tid);
-    load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(v_tile(stage), v_pool, layout, block_table, block_shift,
-                                                       kv_head, tile * Cfg::kKeys, last_query_pos + 1, tid);
+    load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(k_tile(stage), k_pool, layout, block_table, block_shift, kv_head,
+                                                      tile * Cfg::kKeys, last_query_pos + 1, tid);
+    load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(v_tile(stage), v_pool, layout, block_table, block_shift, kv_head,
+                                                      tile * Cfg::kKeys, last_query_pos + 1, tid);
   };
 
   // Prologue: the Q tile (rows past the sequence zero-filled) and K/V tile 0, one commit group.
@@ -97,53 +104,76 @@ __global__ void __launch_bounds__(PrefillConfig<HEAD_DIM>::kThreads)
   load_kv(0, 0);
   cp_async_commit();
 
-  // This lane's two rows (lane/4 and lane/4 + 8 of the warp's 16); rows past the sequence borrow
-  // the last valid row's position so that they stay finite (they are not written).
-  int last_visible[2];
+  // This lane's rows (lane/4 and lane/4 + 8 of each of the warp's row tiles); rows past the
+  // sequence borrow the last valid row's position so that they stay finite (they are not written).
+  const int warp_row0 = row0 + warp * Cfg::kWarpRows;
+  int last_visible[M_TILES][2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) last_visible[r] = prefix + min(row0 + warp * 16 + lane / 4 + 8 * r, last_row) / group;
-  const int warp_last_visible = prefix + min(row0 + warp * 16 + 15, last_row) / group;
+  for (int m = 0; m < M_TILES; ++m)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      last_visible[m][r] = prefix + min(warp_row0 + m * 16 + lane / 4 + 8 * r, last_row) / group;
+  const int warp_last_visible = prefix + min(warp_row0 + Cfg::kWarpRows - 1, last_row) / group;
 
-  WarpState<HEAD_DIM> st;
+  WarpState<HEAD_DIM, M_TILES> st;
   st.init();
-  uint32_t q_frag[HEAD_DIM / 16][4];
+  QOperand<HEAD_DIM, M_TILES, Cfg::kQInRegs> q_operand;
 
   for (int tile = 0; tile < n_tiles; ++tile) {
     // After the barrier every copy into stage tile&1 is visible and every warp has finished
     // reading stage (tile+1)&1, which the next prefetch overwrites.
     cp_async_wait<0>();
     __syncthreads();
-    if (tile == 0) load_q_fragments<HEAD_DIM>(q_frag, q_tile, warp * 16, lane);
+    if (tile == 0) q_operand.load(q_tile, warp * Cfg::kWarpRows, lane);
     if (tile + 1 < n_tiles) load_kv(tile + 1, (tile + 1) & 1);
     cp_async_commit();
 
     const int key_pos0 = tile * Cfg::kKeys;
     if (key_pos0 > warp_last_visible) continue;  // all of this tile is in every row's future
     const bool masked = key_pos0 + Cfg::kKeys - 1 > first_query_pos;
-    warp_attend<T, HEAD_DIM, Cfg::kKeys>(st, q_frag, k_tile(tile & 1), v_tile(tile & 1), 0, key_pos0, last_visible,
+    warp_attend<T, HEAD_DIM, Cfg::kKeys>(st, q_operand, k_tile(tile & 1), v_tile(tile & 1), 0, key_pos0, last_visible,
                                          masked, scale_log2, lane);
   }
 
-  // Normalise and store: lane holds dims 8n + 2(lane%4) + {0,1} of its two rows.
+  // Normalise and store: lane holds dims 8n + 2(lane%4) + {0,1} of its rows.
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row0 + warp * 16 + lane / 4 + 8 * r;
-    const float inv_sum = 1.0f / quad_sum(st.row_sum[r]);
-    if (row >= rows) continue;
-    uint16_t* dst = out + row_offset(row) + 2 * (lane & 3);
+  for (int m = 0; m < M_TILES; ++m)
 #pragma unroll
-    for (int n = 0; n < HEAD_DIM / 8; ++n)
-      *reinterpret_cast<uint32_t*>(dst + n * 8) = Mma<T>::pack(st.o[n][2 * r] * inv_sum, st.o[n][2 * r + 1] * inv_sum);
-  }
+    for (int r = 0; r < 2; ++r) {
+      const int row = warp_row0 + m * 16 + lane / 4 + 8 * r;
+      const float inv_sum = 1.0f / quad_sum(st.row_sum[m][r]);
+      if (row >= rows) continue;
+      uint16_t* dst = out + row_offset(row) + 2 * (lane & 3);
+#pragma unroll
+      for (int n = 0; n < HEAD_DIM / 8; ++n)
+        *reinterpret_cast<uint32_t*>(dst + n * 8) =
+            Mma<T>::pack(st.o[m][n][2 * r] * inv_sum, st.o[m][n][2 * r + 1] * inv_sum);
+    }
+}
+
+template <int M_TILES, int KEYS>
+struct PrefillTiling {
+  static constexpr int kMTiles = M_TILES;
+  static constexpr int kKeys = KEYS;
+};
+
+// The (rows per warp, keys per K/V tile) pairs that are instantiated.
+template <class F>
+Status dispatch_tiling(const PrefillVariant& v, F&& f) {
+  if (v.rows_per_warp == 16 && v.keys_per_tile == 64) return f(PrefillTiling<1, 64>{});
+  if (v.rows_per_warp == 32 && v.keys_per_tile == 64) return f(PrefillTiling<2, 64>{});
+  if (v.rows_per_warp == 32 && v.keys_per_tile == 32) return f(PrefillTiling<2, 32>{});
+  return Status::error(str_cat("prefill_attention: unsupported tiling rows_per_warp=", v.rows_per_warp,
+                               ", keys_per_tile=", v.keys_per_tile, " (supported: 16/64, 32/64, 32/32)"));
 }
 
 }  // namespace
-}  // namespace attention_detail
 
-Status prefill_attention(const void* q, void* out, DType dtype, const AttentionShape& shape, const PagedKvView& kv,
-                         const int32_t* q_starts, const int32_t* kv_lens, int batch, int max_q_len,
-                         cudaStream_t stream) {
-  using namespace attention_detail;
+PrefillVariant default_prefill_variant(int /*head_dim*/) { return PrefillVariant{32, 64}; }
+
+Status prefill_attention_variant(const PrefillVariant& variant, const void* q, void* out, DType dtype,
+                                 const AttentionShape& shape, const PagedKvView& kv, const int32_t* q_starts,
+                                 const int32_t* kv_lens, int batch, int max_q_len, cudaStream_t stream) {
   if (Status s = check_common(q, out, shape, kv, batch); !s.ok()) return s;
   if (max_q_len < 0) return Status::error(str_cat("prefill_attention: max_q_len=", max_q_len, " must be >= 0"));
   if (batch == 0 || max_q_len == 0) return Status();
@@ -155,23 +185,34 @@ Status prefill_attention(const void* q, void* out, DType dtype, const AttentionS
 
   return dispatch_dtype(dtype, [&](auto type_tag) {
     using T = decltype(type_tag);
-    return dispatch_head_dim(shape.head_dim, [&](auto head_dim_tag) -> Status {
+    return dispatch_head_dim(shape.head_dim, [&](auto head_dim_tag) {
       constexpr int kHeadDim = decltype(head_dim_tag)::value;
-      using Cfg = PrefillConfig<kHeadDim>;
-      const int64_t packed_rows = static_cast<int64_t>(max_q_len) * group;
-      const dim3 grid(static_cast<unsigned>((packed_rows + Cfg::kRows - 1) / Cfg::kRows),
-                      static_cast<unsigned>(shape.n_kv_heads), static_cast<unsigned>(batch));
-      auto kernel = prefill_attention_kernel<T, kHeadDim>;
-      FUSELM_CUDA_RETURN(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
-      kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(
-          static_cast<const uint16_t*>(q), static_cast<uint16_t*>(out), static_cast<const uint16_t*>(kv.k),
-          static_cast<const uint16_t*>(kv.v), kv.layout, kv.block_tables, kv.max_blocks_per_seq, q_starts, kv_lens,
-          shape.n_heads, group, scale_log2);
-      FUSELM_CUDA_RETURN_LAUNCH();
-      return Status();
+      return dispatch_tiling(variant, [&](auto tiling) -> Status {
+        using Tiling = decltype(tiling);
+        using Cfg = PrefillConfig<kHeadDim, Tiling::kMTiles, Tiling::kKeys>;
+        const int64_t packed_rows = static_cast<int64_t>(max_q_len) * group;
+        const dim3 grid(static_cast<unsigned>((packed_rows + Cfg::kRows - 1) / Cfg::kRows),
+                        static_cast<unsigned>(shape.n_kv_heads), static_cast<unsigned>(batch));
+        auto kernel = prefill_attention_kernel<T, kHeadDim, Tiling::kMTiles, Tiling::kKeys>;
+        FUSELM_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
+        kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(
+            static_cast<const uint16_t*>(q), static_cast<uint16_t*>(out), static_cast<const uint16_t*>(kv.k),
+            static_cast<const uint16_t*>(kv.v), kv.layout, kv.block_tables, kv.max_blocks_per_seq, q_starts, kv_lens,
+            shape.n_heads, group, scale_log2);
+        FUSELM_CUDA_RETURN_LAUNCH();
+        return Status();
+      });
     });
   });
+}
+
+}  // namespace attention_detail
+
+Status prefill_attention(const void* q, void* out, DType dtype, const AttentionShape& shape, const PagedKvView& kv,
+                         const int32_t* q_starts, const int32_t* kv_lens, int batch, int max_q_len,
+                         cudaStream_t stream) {
+  return attention_detail::prefill_attention_variant(attention_detail::default_prefill_variant(shape.head_dim), q, out,
+                                                     dtype, shape, kv, q_starts, kv_lens, batch, max_q_len, stream);
 }
 
 }  // namespace fuselm
