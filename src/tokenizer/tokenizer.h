@@ -35,11 +35,11 @@ class Tokenizer {
   virtual std::string stream_bytes(int32_t id, bool& at_start) const;
   // The id of a token given its exact vocabulary text (special tokens such as "<|eot_id|>" included),
   // or -1 when the vocabulary has no such token.
-  virtual int32_t token_id(std::string_view piece) const = 0;
+  virtual int32_t token_id(std::string_view /*piece*/) const { return -1; }
   // The vocabulary text of a token as stored (e.g. "▁Hello", "Ġworld", "<0x0A>", "<|eot_id|>").
-  virtual std::string token_text(int32_t id) const = 0;
+  virtual std::string token_text(int32_t id) const { return token_bytes(id); }
   // True for special/control tokens (BOS, EOS, chat markers): not produced from plain text.
-  virtual bool is_special(int32_t id) const = 0;
+  virtual bool is_special(int32_t /*id*/) const { return false; }
   // The chat template shipped with the tokenizer (tokenizer_config.json, chat_template.jinja,
   // tokenizer.chat_template in GGUF); empty when none was found.
   const std::string& chat_template() const { return chat_template_; }
