@@ -79,11 +79,19 @@ int run_generate(const GenerateArgs& args) {
     return !args.ignore_eos && std::find(eos_ids.begin(), eos_ids.end(), id) != eos_ids.end();
   };
 
+  // Prompt and generated tokens together stay within the model's context.
+  const int64_t prompt_len = static_cast<int64_t>(prompt.size());
+  const int64_t context = config.max_position_embeddings > 0 ? config.max_position_embeddings
+                                                             : prompt_len + args.max_new_tokens;
+  const int max_new = static_cast<int>(std::min<int64_t>(args.max_new_tokens, context - prompt_len));
+  if (max_new < args.max_new_tokens) {
+    std::fprintf(stderr, "warning: generating %d tokens, not %d: the prompt's %lld tokens leave no more room in the "
+                 "model's context of %lld tokens\n", max_new, args.max_new_tokens, static_cast<long long>(prompt_len),
+                 static_cast<long long>(context));
+  }
   // One sequence, sized for what this run can reach (the GPU backend plans memory from it).
-  const int64_t wanted = static_cast<int64_t>(prompt.size()) + args.max_new_tokens;
-  const int64_t context = config.max_position_embeddings > 0 ? config.max_position_embeddings : wanted;
   options.max_batch = 1;
-  options.max_seq_len = static_cast<int>(std::max<int64_t>(1, std::min(wanted, context)));
+  options.max_seq_len = static_cast<int>(std::max<int64_t>(prompt_len, prompt_len + max_new - 1));
   std::unique_ptr<Engine> engine = make_engine(*model, options);
 
   std::optional<StreamDecoder> stream;
@@ -114,7 +122,7 @@ int run_generate(const GenerateArgs& args) {
   const int seq = engine->add_sequence();
   const auto t0 = std::chrono::steady_clock::now();
   auto t_first = t0;
-  if (args.max_new_tokens > 0) {
+  if (max_new > 0) {
     const auto chunks = split_chunks(prompt, options.max_prefill_tokens);
     for (size_t i = 0; i + 1 < chunks.size(); ++i) {
       SequenceChunk chunk{seq, chunks[i], false};
@@ -126,12 +134,7 @@ int run_generate(const GenerateArgs& args) {
     while (true) {
       generated.push_back(next[0]);
       emit(next[0]);
-      if (is_eos(next[0]) || static_cast<int>(generated.size()) == args.max_new_tokens) break;
-      if (engine->sequence_length(seq) >= options.max_seq_len) {
-        std::fprintf(stderr, "\nwarning: stopped after %zu tokens: the sequence reached the model's context of %d tokens\n",
-                     generated.size(), options.max_seq_len);
-        break;
-      }
+      if (is_eos(next[0]) || static_cast<int>(generated.size()) == max_new) break;
       SequenceChunk step{seq, std::span<const int32_t>(next.data(), 1), false};
       engine->forward_sample({&step, 1}, samplers, next);
     }
