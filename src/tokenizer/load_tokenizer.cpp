@@ -14,7 +14,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-enum class Format { kLlama2c, kUnknown };
+enum class Format { kLlama2c, kTiktoken, kSentencePiece, kUnknown };
 
 // A llama2.c tokenizer.bin has no magic number: accept it when the records tile the file exactly.
 bool looks_like_llama2c(const uint8_t* data, size_t size) {
@@ -35,7 +35,11 @@ bool looks_like_llama2c(const uint8_t* data, size_t size) {
 
 Format sniff(const MappedFile& file) {
   const auto* data = reinterpret_cast<const uint8_t*>(file.data());
+  std::string_view head(reinterpret_cast<const char*>(data), std::min<size_t>(file.size(), 1024));
   if (looks_like_llama2c(data, file.size())) return Format::kLlama2c;
+  if (looks_like_tiktoken(head)) return Format::kTiktoken;
+  // A serialized ModelProto starts with field 1 (repeated SentencePiece), wire type 2: byte 0x0A.
+  if (!head.empty() && head[0] == '\x0A') return Format::kSentencePiece;
   return Format::kUnknown;
 }
 
@@ -54,18 +58,20 @@ std::unique_ptr<Tokenizer> load_file(const std::string& path) {
   auto file = MappedFile::open(path);
   switch (sniff(*file)) {
     case Format::kLlama2c: return load_llama2c_tokenizer(path);
+    case Format::kTiktoken: return load_tiktoken_tokenizer(path);
+    case Format::kSentencePiece: return load_sentencepiece_tokenizer(path);
     case Format::kUnknown: break;
   }
   fail("cannot read '", path, "' as a tokenizer: ", describe_unknown(*file),
-       ". Supported: a llama2.c tokenizer.bin");
+       ". Supported: a llama2.c tokenizer.bin, a SentencePiece tokenizer.model, a tiktoken rank file");
 }
 
 std::unique_ptr<Tokenizer> load_folder(const fs::path& dir) {
-  for (const char* name : {"tokenizer.bin"}) {
+  for (const char* name : {"tokenizer.model", "tokenizer.bin"}) {
     fs::path candidate = dir / name;
     if (fs::is_regular_file(candidate)) return load_file(candidate.string());
   }
-  fail("no tokenizer found in folder '", dir.string(), "': looked for tokenizer.bin");
+  fail("no tokenizer found in folder '", dir.string(), "': looked for tokenizer.model, tokenizer.bin");
 }
 
 }  // namespace
