@@ -44,17 +44,19 @@ if [ "$build_status" = ok ]; then
   tail -15 "$logs/ctest-gpu.log"
 
   echo "== compute-sanitizer memcheck"
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/compute-sanitizer/compute-sanitizer)
   for t in "${kernel_tests[@]}"; do
     exe="$build/tests/gpu_${t}_test"
     [ -x "$exe" ] || { memcheck+=("$t:missing"); continue; }
     left=$((budget - SECONDS - 15))
     [ "$left" -ge 20 ] || { memcheck+=("$t:not-run(time)"); continue; }
-    timeout $((left < 120 ? left : 120)) compute-sanitizer --tool memcheck --error-exitcode 99 "$exe" >"$logs/memcheck-$t.log" 2>&1
+    timeout $((left < 120 ? left : 120)) "$sanitizer" --tool memcheck --error-exitcode 99 "$exe" >"$logs/memcheck-$t.log" 2>&1
     rc=$?
     case $rc in
       0) memcheck+=("$t:clean") ;;
       99) memcheck+=("$t:errors") ;;
       124) memcheck+=("$t:timeout") ;;
+      126|127) memcheck+=("$t:unavailable") ;;
       *) memcheck+=("$t:test-failed($rc)") ;;
     esac
     echo "  $t: ${memcheck[-1]#*:}"
