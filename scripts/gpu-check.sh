@@ -44,14 +44,16 @@ if [ "$build_status" = ok ]; then
   tail -15 "$logs/ctest-gpu.log"
 
   echo "== compute-sanitizer memcheck"
+  rm -f "$logs/memcheck.log"
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/compute-sanitizer/compute-sanitizer)
   for t in "${kernel_tests[@]}"; do
     exe="$build/tests/gpu_${t}_test"
     [ -x "$exe" ] || { memcheck+=("$t:missing"); continue; }
     left=$((budget - SECONDS - 15))
     [ "$left" -ge 20 ] || { memcheck+=("$t:not-run(time)"); continue; }
-    timeout $((left < 120 ? left : 120)) "$sanitizer" --tool memcheck --error-exitcode 99 "$exe" >"$logs/memcheck-$t.log" 2>&1
+    timeout $((left < 120 ? left : 120)) "$sanitizer" --tool memcheck --error-exitcode 99 "$exe" >"$build/memcheck-$t.log" 2>&1
     rc=$?
+    { echo "===== memcheck $t (exit $rc)"; tail -40 "$build/memcheck-$t.log"; } >>"$logs/memcheck.log"
     case $rc in
       0) memcheck+=("$t:clean") ;;
       99) memcheck+=("$t:errors") ;;
@@ -130,15 +132,17 @@ for name in report["failed_tests"]:
 for name in report["skipped_tests"]:
     print(f"  skipped {name}")
 print("memcheck: " + (", ".join(f"{k} {v}" for k, v in report["memcheck"].items()) or "not run"))
-print(f"{'golden':<24}{'dtype':<7}{'top1':>8}{'rel_err':>11}   fp16 top1 / rel_err")
+print(f"{'golden':<24}{'held to':<9}{'top1':>7}{'rel_err':>10}   bf16 top1 / rel_err   f16 top1 / rel_err")
 for model, g in report["golden"].items():
     if "status" in g:
         print(f"{model:<24}{g['status'][:90]}")
         continue
     if "rel_err" in g:
-        f16 = g.get("fp16", {})
-        print(f"{model:<24}{g.get('dtype', ''):<7}{g['top1_match']:>8.3f}{g['rel_err']:>11.2e}   "
-              f"{f16.get('top1_match', float('nan')):.3f} / {f16.get('rel_err', float('nan')):.2e}")
+        def pair(d):
+            x = g.get(d, {})
+            return f"{x.get('top1_match', float('nan')):.3f} / {x.get('rel_err', float('nan')):.2e}"
+        print(f"{model:<24}{g.get('dtype', ''):<9}{g['top1_match']:>7.3f}{g['rel_err']:>10.2e}   "
+              f"{pair('bf16'):<20}  {pair('f16')}")
     else:
         parts = ", ".join(f"{k}: {v['greedy_prefix_match']}/{v['of']} greedy ids" for k, v in g.items() if isinstance(v, dict))
         print(f"{model:<24}{parts}")
