@@ -300,6 +300,12 @@ void run_prefill_check(DType dtype, int head_dim, int n_kv_heads, int group, int
     ASSERT_EQ(outs.back().size(), q_all.size());
   }
 
+  // 16 and 32 rows per warp with 64-key tiles do the same arithmetic per row: the launcher picks
+  // between them by batch size, so they must agree bit for bit.
+  ASSERT_EQ(kPrefillVariants[0].keys_per_tile, kPrefillVariants[1].keys_per_tile);
+  EXPECT_TRUE(outs[0] == outs[1]) << variant_str(kPrefillVariants[0]) << " and " << variant_str(kPrefillVariants[1])
+                                  << " differ in some bits";
+
   for (int b = 0; b < batch; ++b) {
     const std::vector<float> ref =
         reference(dtype, qs[b], seqs[b], q_lens[b], n_heads, n_kv_heads, head_dim, shape.scale);
@@ -486,7 +492,8 @@ TEST(AttentionDecode, OutputIsBitwiseIndependentOfBatch) {
   }
 }
 
-// Prefill keeps the same promise: a sequence's rows do not depend on the rest of the batch.
+// Prefill keeps the same promise: a sequence's rows do not depend on the rest of the batch, also
+// when the batch is large enough for the launcher to switch to 32 rows per warp.
 TEST(AttentionPrefill, OutputIsBitwiseIndependentOfBatch) {
   REQUIRE_CUDA_DEVICE();
   const DType dtype = DType::BF16;
@@ -494,9 +501,15 @@ TEST(AttentionPrefill, OutputIsBitwiseIndependentOfBatch) {
   const int n_kv_heads = 2, group = 4, head_dim = 128;
   const AttentionShape shape{n_kv_heads * group, n_kv_heads, head_dim, 1.0f / std::sqrt(128.0f)};
   const size_t row = static_cast<size_t>(shape.n_heads) * head_dim;
-  const std::vector<int> q_lens{33, 100, 5}, prefixes{10, 70, 400};
+  const int batch = 48, target = 17;
+  std::vector<int> q_lens, prefixes;
+  std::uniform_int_distribution<int> q_dist(1, 100), prefix_dist(0, 300);
+  for (int b = 0; b < batch; ++b) {
+    q_lens.push_back(b == target ? 100 : q_dist(rng));
+    prefixes.push_back(b == target ? 70 : prefix_dist(rng));
+  }
   std::vector<SeqKv> seqs;
-  for (size_t b = 0; b < q_lens.size(); ++b)
+  for (int b = 0; b < batch; ++b)
     seqs.push_back(random_seq_kv(dtype, q_lens[b] + prefixes[b], n_kv_heads, head_dim, rng));
   auto run = [&](const std::vector<int>& which, int max_q_len) {
     std::vector<const SeqKv*> ptrs;
@@ -522,12 +535,74 @@ TEST(AttentionPrefill, OutputIsBitwiseIndependentOfBatch) {
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     return out_dev.download();
   };
-  const std::vector<uint16_t> batched = run({0, 1, 2}, 100);
-  const std::vector<uint16_t> alone = run({1}, 300);  // a larger max_q_len only adds idle CTAs
-  ASSERT_EQ(alone.size(), q_lens[1] * row);
-  const std::vector<uint16_t> in_batch(batched.begin() + q_lens[0] * row,
-                                       batched.begin() + (q_lens[0] + q_lens[1]) * row);
+  std::vector<int> everyone(batch);
+  std::iota(everyone.begin(), everyone.end(), 0);
+  const std::vector<uint16_t> batched = run(everyone, 100);
+  const std::vector<uint16_t> alone = run({target}, 300);  // a larger max_q_len only adds idle CTAs
+  ASSERT_EQ(alone.size(), q_lens[target] * row);
+  size_t first = 0;
+  for (int b = 0; b < target; ++b) first += q_lens[b] * row;
+  const std::vector<uint16_t> in_batch(batched.begin() + first, batched.begin() + first + q_lens[target] * row);
   EXPECT_EQ(alone, in_batch);
+
+  int device = 0, multiprocessors = 0;
+  ASSERT_CUDA(cudaGetDevice(&device));
+  ASSERT_CUDA(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
+  std::printf("prefill variants: batch of %d -> %d rows per warp, alone -> %d rows per warp\n", batch,
+              attention_detail::choose_prefill_variant(shape, batch, 100, multiprocessors).rows_per_warp,
+              attention_detail::choose_prefill_variant(shape, 1, 300, multiprocessors).rows_per_warp);
+}
+
+// Both launchers can be captured into a CUDA graph (the engine replays decode steps as graphs),
+// and a replay gives the same bits as a direct launch.
+TEST(AttentionDecode, CapturesIntoACudaGraph) {
+  REQUIRE_CUDA_DEVICE();
+  const DType dtype = DType::BF16;
+  std::mt19937 rng(4242);
+  const int n_kv_heads = 2, group = 4, head_dim = 128;
+  const AttentionShape shape{n_kv_heads * group, n_kv_heads, head_dim, 1.0f / std::sqrt(128.0f)};
+  const size_t row = static_cast<size_t>(shape.n_heads) * head_dim;
+  const std::vector<int> lens{700, 1, 1300};
+  std::vector<SeqKv> seqs;
+  std::vector<const SeqKv*> ptrs;
+  for (int len : lens) seqs.push_back(random_seq_kv(dtype, len, n_kv_heads, head_dim, rng));
+  for (const auto& s : seqs) ptrs.push_back(&s);
+  PagedCache cache;
+  build_paged_cache(cache, ptrs, PagedKvLayout{16, n_kv_heads, head_dim}, rng);
+  const int batch = static_cast<int>(lens.size());
+  const DecodeAttentionPlan plan{256, 6};
+  DeviceBuffer<uint16_t> q(random_bits(dtype, batch * row, 3.0f, rng));
+  DeviceBuffer<uint16_t> direct(std::vector<uint16_t>(batch * row, kNanBits));
+  DeviceBuffer<uint16_t> replayed(std::vector<uint16_t>(batch * row, kNanBits));
+  DeviceBuffer<uint16_t> prefill_direct(std::vector<uint16_t>(batch * row, kNanBits));
+  DeviceBuffer<uint16_t> prefill_replayed(std::vector<uint16_t>(batch * row, kNanBits));
+  DeviceBuffer<int32_t> starts(std::vector<int32_t>{0, 1, 2, 3});
+  DeviceBuffer<uint8_t> ws(decode_attention_workspace_bytes(shape, plan, batch));
+  cudaStream_t stream;
+  ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  auto step = [&](uint16_t* decode_out, uint16_t* prefill_out) {
+    Status s = decode_attention(q.get(), decode_out, dtype, shape, cache.view(), cache.kv_lens.get(), batch, plan,
+                                ws.get(), stream);
+    EXPECT_TRUE(s.ok()) << s.message();
+    Status p = prefill_attention(q.get(), prefill_out, dtype, shape, cache.view(), starts.get(), cache.kv_lens.get(),
+                                 batch, 1, stream);
+    EXPECT_TRUE(p.ok()) << p.message();
+  };
+  step(direct.get(), prefill_direct.get());
+  ASSERT_CUDA(cudaStreamSynchronize(stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  step(replayed.get(), prefill_replayed.get());
+  ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
+  ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+  ASSERT_CUDA(cudaStreamSynchronize(stream));
+  EXPECT_EQ(replayed.download(), direct.download());
+  EXPECT_EQ(prefill_replayed.download(), prefill_direct.download());
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
 }
 
 // decode_attention and prefill_attention with q_len = 1 compute the same function.

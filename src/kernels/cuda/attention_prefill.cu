@@ -21,7 +21,6 @@ template <int HEAD_DIM, int M_TILES, int KEYS>
 struct PrefillConfig {
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kMTiles = M_TILES;  // 16-row mma tiles per warp
   static constexpr int kWarpRows = 16 * M_TILES;
   static constexpr int kRows = kWarps * kWarpRows;  // packed query rows per CTA
   static constexpr bool kQInRegs = M_TILES == 1;
@@ -169,11 +168,25 @@ Status dispatch_tiling(const PrefillVariant& v, F&& f) {
 
 }  // namespace
 
-PrefillVariant default_prefill_variant(int /*head_dim*/) { return PrefillVariant{32, 64}; }
+PrefillVariant choose_prefill_variant(const AttentionShape& shape, int batch, int max_q_len, int multiprocessors) {
+  // Measured on H200 (docs/kernels/attention.md): 32 rows per warp is 3-25% faster when the grid
+  // is large, but its 128-row CTAs leave multiprocessors idle on short chunks (a 512-token chunk
+  // of an 8-kv-head model is 128 CTAs). 32-key tiles were faster still for head_dim 128 but would
+  // change the rounding of a row with the batch, so they are not chosen here.
+  const int group = shape.n_kv_heads > 0 ? shape.n_heads / shape.n_kv_heads : 1;
+  const int64_t ctas_at_32_rows =
+      (static_cast<int64_t>(max_q_len) * group + 127) / 128 * shape.n_kv_heads * static_cast<int64_t>(batch);
+  if (ctas_at_32_rows >= 2 * static_cast<int64_t>(multiprocessors)) return PrefillVariant{32, 64};
+  return PrefillVariant{16, 64};
+}
 
-Status prefill_attention_variant(const PrefillVariant& variant, const void* q, void* out, DType dtype,
-                                 const AttentionShape& shape, const PagedKvView& kv, const int32_t* q_starts,
-                                 const int32_t* kv_lens, int batch, int max_q_len, cudaStream_t stream) {
+namespace {
+
+// Runs `forced` or, when it is null, the variant choose_prefill_variant picks (asking the device
+// for its multiprocessor count only once the arguments have passed every check).
+Status run_prefill(const PrefillVariant* forced, const void* q, void* out, DType dtype, const AttentionShape& shape,
+                   const PagedKvView& kv, const int32_t* q_starts, const int32_t* kv_lens, int batch, int max_q_len,
+                   cudaStream_t stream) {
   if (Status s = check_common(q, out, shape, kv, batch); !s.ok()) return s;
   if (max_q_len < 0) return Status::error(str_cat("prefill_attention: max_q_len=", max_q_len, " must be >= 0"));
   if (batch == 0 || max_q_len == 0) return Status();
@@ -185,8 +198,17 @@ Status prefill_attention_variant(const PrefillVariant& variant, const void* q, v
 
   return dispatch_dtype(dtype, [&](auto type_tag) {
     using T = decltype(type_tag);
-    return dispatch_head_dim(shape.head_dim, [&](auto head_dim_tag) {
+    return dispatch_head_dim(shape.head_dim, [&](auto head_dim_tag) -> Status {
       constexpr int kHeadDim = decltype(head_dim_tag)::value;
+      PrefillVariant variant;
+      if (forced) {
+        variant = *forced;
+      } else {
+        int device = 0, multiprocessors = 0;
+        FUSELM_CUDA_RETURN(cudaGetDevice(&device));
+        FUSELM_CUDA_RETURN(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
+        variant = choose_prefill_variant(shape, batch, max_q_len, multiprocessors);
+      }
       return dispatch_tiling(variant, [&](auto tiling) -> Status {
         using Tiling = decltype(tiling);
         using Cfg = PrefillConfig<kHeadDim, Tiling::kMTiles, Tiling::kKeys>;
@@ -206,13 +228,20 @@ Status prefill_attention_variant(const PrefillVariant& variant, const void* q, v
   });
 }
 
+}  // namespace
+
+Status prefill_attention_variant(const PrefillVariant& variant, const void* q, void* out, DType dtype,
+                                 const AttentionShape& shape, const PagedKvView& kv, const int32_t* q_starts,
+                                 const int32_t* kv_lens, int batch, int max_q_len, cudaStream_t stream) {
+  return run_prefill(&variant, q, out, dtype, shape, kv, q_starts, kv_lens, batch, max_q_len, stream);
+}
+
 }  // namespace attention_detail
 
 Status prefill_attention(const void* q, void* out, DType dtype, const AttentionShape& shape, const PagedKvView& kv,
                          const int32_t* q_starts, const int32_t* kv_lens, int batch, int max_q_len,
                          cudaStream_t stream) {
-  return attention_detail::prefill_attention_variant(attention_detail::default_prefill_variant(shape.head_dim), q, out,
-                                                     dtype, shape, kv, q_starts, kv_lens, batch, max_q_len, stream);
+  return attention_detail::run_prefill(nullptr, q, out, dtype, shape, kv, q_starts, kv_lens, batch, max_q_len, stream);
 }
 
 }  // namespace fuselm

@@ -24,9 +24,12 @@ struct DecodeVariant {
   int stages = 2;  // K/V stages of 64 keys in shared memory: 2 or 3 (1 or 2 loads in flight)
 };
 
-// The variants prefill_attention / decode_attention use, by head_dim (measured: docs/kernels/attention.md).
-PrefillVariant default_prefill_variant(int head_dim);
-DecodeVariant default_decode_variant(int head_dim);
+// The variants prefill_attention / decode_attention run (measurements: docs/kernels/attention.md).
+// Prefill takes 32 rows per warp when the grid still fills every multiprocessor twice over, else
+// 16; both use 64-key tiles, so every row sees the same arithmetic in the same order and the
+// choice, which depends on the batch, never changes a sequence's output bits.
+PrefillVariant choose_prefill_variant(const AttentionShape& shape, int batch, int max_q_len, int multiprocessors);
+DecodeVariant choose_decode_variant(const AttentionShape& shape);
 
 Status prefill_attention_variant(const PrefillVariant& variant, const void* q, void* out, DType dtype,
                                  const AttentionShape& shape, const PagedKvView& kv, const int32_t* q_starts,
