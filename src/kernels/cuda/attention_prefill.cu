@@ -1,9 +1,9 @@
 // Causal (chunked) prefill attention over the paged KV cache, FlashAttention-2 style:
 // mma.sync m16n8k16 on tensor cores, K/V tiles double-buffered through swizzled shared memory
-// with cp.async, online softmax in registers. Two variants (attention_variants.h): 16 query rows
-// per warp with Q fragments in registers, or 32 rows per warp, where each K/V fragment read from
-// shared memory feeds two row tiles (half the shared-memory traffic per mma) and Q is re-read
-// from shared memory to make room for the larger accumulators.
+// with cp.async, online softmax in registers. Tilings (attention_variants.h): 16 query rows per
+// warp with Q fragments in registers, or 32 rows per warp, where each K/V fragment read from
+// shared memory feeds two row tiles (half the shared-memory traffic per mma) and Q is re-read from
+// shared memory to make room for the larger accumulators; 64 or 32 keys per K/V tile.
 //
 // GQA packing: a CTA owns one (sequence, kv head) and 64 or 128 "packed rows", row m being query token
 // m / group of query head kv_head * group + m % group. All heads of a group share the K/V tile, so
@@ -168,25 +168,16 @@ Status dispatch_tiling(const PrefillVariant& v, F&& f) {
 
 }  // namespace
 
-PrefillVariant choose_prefill_variant(const AttentionShape& shape, int batch, int max_q_len, int multiprocessors) {
-  // Measured on H200 (docs/kernels/attention.md): 32 rows per warp is 3-25% faster when the grid
-  // is large, but its 128-row CTAs leave multiprocessors idle on short chunks (a 512-token chunk
-  // of an 8-kv-head model is 128 CTAs). 32-key tiles were faster still for head_dim 128 but would
-  // change the rounding of a row with the batch, so they are not chosen here.
-  const int group = shape.n_kv_heads > 0 ? shape.n_heads / shape.n_kv_heads : 1;
-  const int64_t ctas_at_32_rows =
-      (static_cast<int64_t>(max_q_len) * group + 127) / 128 * shape.n_kv_heads * static_cast<int64_t>(batch);
-  if (ctas_at_32_rows >= 2 * static_cast<int64_t>(multiprocessors)) return PrefillVariant{32, 64};
-  return PrefillVariant{16, 64};
+PrefillVariant choose_prefill_variant(int head_dim) {
+  // Measured on H200 (docs/kernels/attention.md): with 32 rows per warp each K/V fragment feeds two
+  // row tiles; 32-key tiles keep head_dim 128 within registers (64-key tiles spill there).
+  // 16 rows per warp was faster only for grids under two CTAs per multiprocessor (short chunks).
+  return head_dim == 64 ? PrefillVariant{32, 64} : PrefillVariant{32, 32};
 }
 
-namespace {
-
-// Runs `forced` or, when it is null, the variant choose_prefill_variant picks (asking the device
-// for its multiprocessor count only once the arguments have passed every check).
-Status run_prefill(const PrefillVariant* forced, const void* q, void* out, DType dtype, const AttentionShape& shape,
-                   const PagedKvView& kv, const int32_t* q_starts, const int32_t* kv_lens, int batch, int max_q_len,
-                   cudaStream_t stream) {
+Status prefill_attention_variant(const PrefillVariant& variant, const void* q, void* out, DType dtype,
+                                 const AttentionShape& shape, const PagedKvView& kv, const int32_t* q_starts,
+                                 const int32_t* kv_lens, int batch, int max_q_len, cudaStream_t stream) {
   if (Status s = check_common(q, out, shape, kv, batch); !s.ok()) return s;
   if (max_q_len < 0) return Status::error(str_cat("prefill_attention: max_q_len=", max_q_len, " must be >= 0"));
   if (batch == 0 || max_q_len == 0) return Status();
@@ -200,15 +191,6 @@ Status run_prefill(const PrefillVariant* forced, const void* q, void* out, DType
     using T = decltype(type_tag);
     return dispatch_head_dim(shape.head_dim, [&](auto head_dim_tag) -> Status {
       constexpr int kHeadDim = decltype(head_dim_tag)::value;
-      PrefillVariant variant;
-      if (forced) {
-        variant = *forced;
-      } else {
-        int device = 0, multiprocessors = 0;
-        FUSELM_CUDA_RETURN(cudaGetDevice(&device));
-        FUSELM_CUDA_RETURN(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
-        variant = choose_prefill_variant(shape, batch, max_q_len, multiprocessors);
-      }
       return dispatch_tiling(variant, [&](auto tiling) -> Status {
         using Tiling = decltype(tiling);
         using Cfg = PrefillConfig<kHeadDim, Tiling::kMTiles, Tiling::kKeys>;
@@ -228,20 +210,13 @@ Status run_prefill(const PrefillVariant* forced, const void* q, void* out, DType
   });
 }
 
-}  // namespace
-
-Status prefill_attention_variant(const PrefillVariant& variant, const void* q, void* out, DType dtype,
-                                 const AttentionShape& shape, const PagedKvView& kv, const int32_t* q_starts,
-                                 const int32_t* kv_lens, int batch, int max_q_len, cudaStream_t stream) {
-  return run_prefill(&variant, q, out, dtype, shape, kv, q_starts, kv_lens, batch, max_q_len, stream);
-}
-
 }  // namespace attention_detail
 
 Status prefill_attention(const void* q, void* out, DType dtype, const AttentionShape& shape, const PagedKvView& kv,
                          const int32_t* q_starts, const int32_t* kv_lens, int batch, int max_q_len,
                          cudaStream_t stream) {
-  return attention_detail::run_prefill(nullptr, q, out, dtype, shape, kv, q_starts, kv_lens, batch, max_q_len, stream);
+  return attention_detail::prefill_attention_variant(attention_detail::choose_prefill_variant(shape.head_dim), q, out,
+                                                     dtype, shape, kv, q_starts, kv_lens, batch, max_q_len, stream);
 }
 
 }  // namespace fuselm

@@ -25,11 +25,10 @@ struct DecodeVariant {
 };
 
 // The variants prefill_attention / decode_attention run (measurements: docs/kernels/attention.md).
-// Prefill takes 32 rows per warp when the grid still fills every multiprocessor twice over, else
-// 16; both use 64-key tiles, so every row sees the same arithmetic in the same order and the
-// choice, which depends on the batch, never changes a sequence's output bits.
-PrefillVariant choose_prefill_variant(const AttentionShape& shape, int batch, int max_q_len, int multiprocessors);
-DecodeVariant choose_decode_variant(const AttentionShape& shape);
+// Fixed per head_dim, never chosen from the batch: two tilings round differently in the last bits,
+// so a batch-dependent choice would make a sequence's output depend on its batch.
+PrefillVariant choose_prefill_variant(int head_dim);
+DecodeVariant choose_decode_variant(int head_dim);
 
 Status prefill_attention_variant(const PrefillVariant& variant, const void* q, void* out, DType dtype,
                                  const AttentionShape& shape, const PagedKvView& kv, const int32_t* q_starts,
