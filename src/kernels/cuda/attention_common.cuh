@@ -320,7 +320,9 @@ __device__ __forceinline__ void warp_attend(WarpState<HEAD_DIM, M_TILES>& st, co
       // A row with nothing visible yet keeps max -inf; subtracting 0 then keeps exp2(-inf) = 0
       // instead of exp2(-inf - -inf) = NaN.
       base[r] = new_max == -INFINITY ? 0.0f : new_max;
-      const float rescale = exp2f(st.row_max[m][r] - base[r]);
+      // Exactly 1 when the max did not move, so that a tile with nothing visible to a row leaves
+      // its state bit-for-bit unchanged, exactly as skipping the tile would.
+      const float rescale = new_max == st.row_max[m][r] ? 1.0f : exp2f(st.row_max[m][r] - base[r]);
       st.row_max[m][r] = new_max;
       st.row_sum[m][r] *= rescale;
 #pragma unroll

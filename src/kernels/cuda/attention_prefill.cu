@@ -1,9 +1,9 @@
 // Causal (chunked) prefill attention over the paged KV cache, FlashAttention-2 style:
 // mma.sync m16n8k16 on tensor cores, K/V tiles double-buffered through swizzled shared memory
-// with cp.async, online softmax in registers. Two variants (attention_variants.h): 16 query rows
-// per warp with Q fragments in registers, or 32 rows per warp, where each K/V fragment read from
-// shared memory feeds two row tiles (half the shared-memory traffic per mma) and Q is re-read
-// from shared memory to make room for the larger accumulators.
+// with cp.async, online softmax in registers. Tilings (attention_variants.h): 16 query rows per
+// warp with Q fragments in registers, or 32 rows per warp, where each K/V fragment read from
+// shared memory feeds two row tiles (half the shared-memory traffic per mma) and Q is re-read from
+// shared memory to make room for the larger accumulators; 64 or 32 keys per K/V tile.
 //
 // GQA packing: a CTA owns one (sequence, kv head) and 64 or 128 "packed rows", row m being query token
 // m / group of query head kv_head * group + m % group. All heads of a group share the K/V tile, so
@@ -21,7 +21,6 @@ template <int HEAD_DIM, int M_TILES, int KEYS>
 struct PrefillConfig {
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kMTiles = M_TILES;  // 16-row mma tiles per warp
   static constexpr int kWarpRows = 16 * M_TILES;
   static constexpr int kRows = kWarps * kWarpRows;  // packed query rows per CTA
   static constexpr bool kQInRegs = M_TILES == 1;
@@ -169,7 +168,12 @@ Status dispatch_tiling(const PrefillVariant& v, F&& f) {
 
 }  // namespace
 
-PrefillVariant default_prefill_variant(int /*head_dim*/) { return PrefillVariant{32, 64}; }
+PrefillVariant choose_prefill_variant(int head_dim) {
+  // Measured on H200 (docs/kernels/attention.md): with 32 rows per warp each K/V fragment feeds two
+  // row tiles; 32-key tiles keep head_dim 128 within registers (64-key tiles spill there).
+  // 16 rows per warp was faster only for grids under two CTAs per multiprocessor (short chunks).
+  return head_dim == 64 ? PrefillVariant{32, 64} : PrefillVariant{32, 32};
+}
 
 Status prefill_attention_variant(const PrefillVariant& variant, const void* q, void* out, DType dtype,
                                  const AttentionShape& shape, const PagedKvView& kv, const int32_t* q_starts,
@@ -185,7 +189,7 @@ Status prefill_attention_variant(const PrefillVariant& variant, const void* q, v
 
   return dispatch_dtype(dtype, [&](auto type_tag) {
     using T = decltype(type_tag);
-    return dispatch_head_dim(shape.head_dim, [&](auto head_dim_tag) {
+    return dispatch_head_dim(shape.head_dim, [&](auto head_dim_tag) -> Status {
       constexpr int kHeadDim = decltype(head_dim_tag)::value;
       return dispatch_tiling(variant, [&](auto tiling) -> Status {
         using Tiling = decltype(tiling);
@@ -211,7 +215,7 @@ Status prefill_attention_variant(const PrefillVariant& variant, const void* q, v
 Status prefill_attention(const void* q, void* out, DType dtype, const AttentionShape& shape, const PagedKvView& kv,
                          const int32_t* q_starts, const int32_t* kv_lens, int batch, int max_q_len,
                          cudaStream_t stream) {
-  return attention_detail::prefill_attention_variant(attention_detail::default_prefill_variant(shape.head_dim), q, out,
+  return attention_detail::prefill_attention_variant(attention_detail::choose_prefill_variant(shape.head_dim), q, out,
                                                      dtype, shape, kv, q_starts, kv_lens, batch, max_q_len, stream);
 }
 

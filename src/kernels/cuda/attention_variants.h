@@ -24,9 +24,11 @@ struct DecodeVariant {
   int stages = 2;  // K/V stages of 64 keys in shared memory: 2 or 3 (1 or 2 loads in flight)
 };
 
-// The variants prefill_attention / decode_attention use, by head_dim (measured: docs/kernels/attention.md).
-PrefillVariant default_prefill_variant(int head_dim);
-DecodeVariant default_decode_variant(int head_dim);
+// The variants prefill_attention / decode_attention run (measurements: docs/kernels/attention.md).
+// Fixed per head_dim, never chosen from the batch: two tilings round differently in the last bits,
+// so a batch-dependent choice would make a sequence's output depend on its batch.
+PrefillVariant choose_prefill_variant(int head_dim);
+DecodeVariant choose_decode_variant(int head_dim);
 
 Status prefill_attention_variant(const PrefillVariant& variant, const void* q, void* out, DType dtype,
                                  const AttentionShape& shape, const PagedKvView& kv, const int32_t* q_starts,
