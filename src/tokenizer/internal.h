@@ -87,6 +87,8 @@ void check_token_id(int32_t id, int vocab_size, std::string_view kind);
 std::unique_ptr<Tokenizer> load_llama2c_tokenizer(const std::string& path);
 std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const std::string& path);
 std::unique_ptr<Tokenizer> load_tiktoken_tokenizer(const std::string& path);
+// `config_path`: tokenizer_config.json beside it (bos/eos names), or empty.
+std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path, const std::string& config_path);
 // True when the first line reads "<base64> <rank>".
 bool looks_like_tiktoken(std::string_view head);
 
