@@ -18,9 +18,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
 std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
   if (from.empty()) return std::string(s);
   std::string out;
@@ -786,6 +783,14 @@ class HfTokenizer final : public Tokenizer {
 };
 
 }  // namespace
+
+std::unique_ptr<Tokenizer> make_hf_tokenizer(const nlohmann::json& root, const std::string& path) {
+  try {
+    return std::make_unique<HfTokenizer>(root, path);
+  } catch (const json::exception& e) {
+    fail("tokenizer '", path, "' has an unexpected structure: ", e.what());
+  }
+}
 
 std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path, const std::string& config_path) {
   json root;

@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "tokenizer/tokenizer.h"
 
 namespace fuselm::tok {
@@ -89,6 +91,14 @@ std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const std::string& path)
 std::unique_ptr<Tokenizer> load_tiktoken_tokenizer(const std::string& path);
 // `config_path`: tokenizer_config.json beside it (bos/eos names), or empty.
 std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path, const std::string& config_path);
+// Builds the HF tokenizer from an already-parsed tokenizer.json document (also used for GGUF
+// "gpt2" vocabularies, which are translated into one); `path` is used in messages.
+std::unique_ptr<Tokenizer> make_hf_tokenizer(const nlohmann::json& root, const std::string& path);
+std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path);
+// Split regexes of the BPE families (meta-llama/llama-models tokenizer.py, Qwen2, GPT-2).
+extern const char* const kLlama3Pattern;
+extern const char* const kQwen2Pattern;
+extern const char* const kGpt2Pattern;
 // True when the first line reads "<base64> <rank>".
 bool looks_like_tiktoken(std::string_view head);
 

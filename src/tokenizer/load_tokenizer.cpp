@@ -99,8 +99,7 @@ std::unique_ptr<Tokenizer> load_file(const std::string& path) {
       tok = load_hf_tokenizer(path, fs::is_regular_file(config) ? config.string() : std::string());
       break;
     }
-    case Format::kGguf:
-      fail("'", path, "' is a GGUF file; reading its embedded vocabulary needs the GGUF reader, not yet in this build");
+    case Format::kGguf: return load_gguf_tokenizer(path);  // carries its own chat template
     case Format::kLlama2c: tok = load_llama2c_tokenizer(path); break;
     case Format::kTiktoken: tok = load_tiktoken_tokenizer(path); break;
     case Format::kSentencePiece: tok = load_sentencepiece_tokenizer(path); break;
