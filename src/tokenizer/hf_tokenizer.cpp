@@ -360,6 +360,8 @@ class HfTokenizer final : public Tokenizer {
     for (auto it = vocab.begin(); it != vocab.end(); ++it) max_id = std::max(max_id, it.value().get<int32_t>());
     texts_.assign(max_id + 1, {});
     bytes_.assign(max_id + 1, {});
+    model_ids_.reserve(vocab.size());
+    text_ids_.reserve(vocab.size() + 1024);
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
       int32_t id = it.value().get<int32_t>();
       FUSELM_CHECK(id >= 0, "tokenizer.json '", path_, "': token \"", it.key(), "\" has negative id ", id);
