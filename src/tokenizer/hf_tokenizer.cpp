@@ -11,6 +11,7 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/internal.h"
 #include "tokenizer/regex.h"
+#include "tokenizer/unicode_nfc.h"
 #include "tokenizer/utf8.h"
 
 namespace fuselm::tok {
@@ -515,17 +516,7 @@ class HfTokenizer final : public Tokenizer {
           if (!s.empty()) s.insert(0, n.text);
           break;
         case Normalizer::Type::kReplace: s = n.pattern.replace(s, n.text); break;
-        case Normalizer::Type::kNfc:
-          // Text below U+0300 has no combining marks, so NFC leaves it unchanged.
-          for (size_t i = 0; i < s.size();) {
-            int len;
-            uint32_t cp = utf8::decode_at(s, i, &len);
-            FUSELM_CHECK(cp < 0x300, "tokenizer.json '", path_, "' asks for NFC normalization, which this engine ",
-                         "implements only for text without combining characters (found U+", std::hex, cp,
-                         "); normalize the text to NFC before tokenizing");
-            i += len;
-          }
-          break;
+        case Normalizer::Type::kNfc: s = unicode::nfc(s); break;
         case Normalizer::Type::kLowercase:
           for (char& c : s)
             if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
