@@ -127,13 +127,24 @@ std::unique_ptr<Tokenizer> load_folder(const fs::path& dir, int depth) {
         if (fs::is_directory(base / rel)) return load_folder(base / rel, depth + 1);
     }
   }
-  std::vector<fs::path> ggufs;
-  for (const auto& entry : fs::directory_iterator(dir))
-    if (entry.is_regular_file() && entry.path().extension() == ".gguf") ggufs.push_back(entry.path());
+  // llama2.c folders name their tokenizer tok<N>.bin (tok512.bin); checkpoints are .bin too, so
+  // only files that parse as a tokenizer count.
+  std::vector<fs::path> ggufs, llama2c;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (!entry.is_regular_file()) continue;
+    const fs::path& p = entry.path();
+    if (p.extension() == ".gguf") ggufs.push_back(p);
+    if (p.extension() == ".bin" && p.filename().string().starts_with("tok")) {
+      auto file = MappedFile::open(p.string());
+      if (looks_like_llama2c(reinterpret_cast<const uint8_t*>(file->data()), file->size())) llama2c.push_back(p);
+    }
+  }
+  if (llama2c.size() == 1) return load_file(llama2c[0].string());
   if (ggufs.size() == 1) return load_file(ggufs[0].string());
   fail("no tokenizer found in folder '", dir.string(),
-       "': looked for tokenizer.json, tokenizer.model, tokenizer.bin, tokenizer-location.json and a single .gguf",
-       ggufs.size() > 1 ? " (found several .gguf files: pass one of them)" : "");
+       "': looked for tokenizer.json, tokenizer.model, tokenizer.bin, tok*.bin, tokenizer-location.json and a single .gguf",
+       ggufs.size() > 1 ? " (found several .gguf files: pass one of them)" : "",
+       llama2c.size() > 1 ? " (found several llama2.c tokenizers: pass one of them)" : "");
 }
 
 }  // namespace

@@ -46,6 +46,7 @@ TEST(CliTokenize, AcceptsEveryKindOfPath) {
   for (const char* rel : {"tiny-llama2", "llama2-tokenizer", "llama2-tokenizer/tokenizer.bin",
                           "tiny-llama2-gguf/tiny-llama2-q8_0.gguf"})
     EXPECT_EQ(run("tokenize -m " + quoted(test::model_path(rel)) + " --text 'Hello world'").out, "1,15043,3186\n") << rel;
+  EXPECT_EQ(run("tokenize -m " + quoted(test::model_path("aidreams260K")) + " --decode 1,319,459").out, "\"E\n");
   Result missing = run("tokenize -m " + quoted(test::model_path("does-not-exist")) + " --text x");
   EXPECT_EQ(missing.status, 1);
   EXPECT_NE(missing.out.find("does not exist"), std::string::npos);
