@@ -80,6 +80,7 @@ class GgufSpmTokenizer final : public Tokenizer {
     for (int id = 0; id < n; ++id)
       rank_[id] = static_cast<int32_t>(std::lower_bound(sorted.begin(), sorted.end(), v_.scores[id], std::greater<>()) -
                                        sorted.begin());
+    cut_at_spaces_ = space_runs_are_word_starts(v_.tokens, kSpaceSymbol);
     // llama.cpp matches user-defined tokens always, control and unknown ones only with parse_special.
     for (int id = 0; id < n; ++id) {
       int t = v_.types[id];
@@ -99,7 +100,12 @@ class GgufSpmTokenizer final : public Tokenizer {
           std::string s;
           if (v_.add_space_prefix && previous_special) s = " ";
           s.append(fragment);
-          encode_spm(escape_whitespace(s), ids);
+          std::string escaped = escape_whitespace(s);
+          if (cut_at_spaces_) {
+            for_each_space_segment(escaped, kSpaceSymbol, [&](std::string_view seg) { encode_cached(seg, ids); });
+          } else {
+            encode_cached(escaped, ids);
+          }
           previous_special = false;
         },
         [&](int32_t id) {
@@ -167,17 +173,24 @@ class GgufSpmTokenizer final : public Tokenizer {
   // llama.cpp's llm_tokenizer_spm: one symbol per UTF-8 character, merge the adjacent pair whose
   // concatenation is a vocabulary token of highest score (leftmost on ties), then emit each symbol
   // as its token or, when the vocabulary lacks it, as byte tokens.
-  void encode_spm(const std::string& text, std::vector<int32_t>& ids) const {
+  void encode_cached(std::string_view text, std::vector<int32_t>& ids) const {
+    if (cache_.find(text, ids)) return;
+    size_t first = ids.size();
+    encode_spm(text, ids);
+    cache_.insert(text, std::span<const int32_t>(ids).subspan(first));
+  }
+
+  void encode_spm(std::string_view text, std::vector<int32_t>& ids) const {
     std::vector<BpeSymbol> symbols;
     for (uint32_t i = 0; i < text.size();) {
       uint32_t len = std::min<uint32_t>(lead_length(static_cast<uint8_t>(text[i])), text.size() - i);
-      symbols.push_back({token_id(std::string_view(text).substr(i, len)), i, i + len});
+      symbols.push_back({token_id(text.substr(i, len)), i, i + len});
       i += len;
     }
     bpe_merge_symbols(
         symbols,
         [&](const BpeSymbol& l, const BpeSymbol& r) -> std::optional<BpeMerge> {
-          int32_t id = token_id(std::string_view(text).substr(l.begin, r.end - l.begin));
+          int32_t id = token_id(text.substr(l.begin, r.end - l.begin));
           if (id < 0) return std::nullopt;
           return BpeMerge{rank_[id], id};
         },
@@ -207,6 +220,8 @@ class GgufSpmTokenizer final : public Tokenizer {
   std::vector<int32_t> rank_;
   int32_t byte_ids_[256];
   SpecialMatcher all_specials_, user_defined_;
+  bool cut_at_spaces_ = false;
+  WordCache cache_;
 };
 
 const GgufValue& require(const GgufFile& f, const std::string& key, std::string_view why) {

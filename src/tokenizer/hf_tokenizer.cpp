@@ -19,6 +19,8 @@ namespace {
 
 using nlohmann::json;
 
+constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";  // ▁
+
 std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
   if (from.empty()) return std::string(s);
   std::string out;
@@ -386,6 +388,7 @@ class HfTokenizer final : public Tokenizer {
         byte_ids_[b] = token_id(name);
       }
     }
+    cut_at_spaces_ = !byte_level_ && !ignore_merges_ && space_runs_are_word_starts(texts_, kSpaceSymbol);
     // Byte-level decoders turn tokens into raw bytes; SentencePiece-style ones turn "<0xXX>" into
     // a byte (ByteFallback), so keep the text form for those and convert while decoding.
     const json& merges = model.at("merges");
@@ -603,6 +606,16 @@ class HfTokenizer final : public Tokenizer {
   }
 
   void encode_word(std::string_view word, std::vector<int32_t>& ids) const {
+    constexpr size_t kLongWord = 64;
+    if (cut_at_spaces_ && word.size() > kLongWord) {
+      // SentencePiece-style files have no pre-tokenizer: the whole text is one word.
+      for_each_space_segment(word, kSpaceSymbol, [&](std::string_view seg) { encode_piece(seg, ids); });
+      return;
+    }
+    encode_piece(word, ids);
+  }
+
+  void encode_piece(std::string_view word, std::vector<int32_t>& ids) const {
     if (word.empty()) return;
     if (ignore_merges_) {
       if (auto it = model_ids_.find(word); it != model_ids_.end()) {
@@ -758,6 +771,7 @@ class HfTokenizer final : public Tokenizer {
   std::vector<PreTokenizer> pre_tokenizers_;
   std::vector<DecoderStep> decoders_;
   bool byte_level_ = false;
+  bool cut_at_spaces_ = false;
   bool byte_fallback_ = false, fuse_unk_ = false, ignore_merges_ = false;
   int32_t unk_ = -1;
   std::string subword_prefix_, word_suffix_;

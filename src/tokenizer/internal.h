@@ -34,6 +34,30 @@ inline int parse_byte_piece(std::string_view piece) {
   return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
+// SentencePiece-style BPE runs over a whole text, not per word. When no vocabulary piece holds a
+// `space` right after another character, no merge can join a character to a following space, so
+// cutting the text before each run of spaces and merging the pieces separately gives exactly the
+// same tokens (and lets long texts merge in small, cacheable pieces).
+bool space_runs_are_word_starts(const std::vector<std::string>& pieces, std::string_view space);
+
+// Calls on_segment(string_view) for consecutive pieces of `text` cut before every run of `space`
+// that follows other text.
+template <class OnSegment>
+void for_each_space_segment(std::string_view text, std::string_view space, OnSegment on_segment) {
+  size_t begin = 0, at = 0;
+  bool previous_is_space = true;  // no cut at the very start
+  while (at < text.size()) {
+    const bool is_space = text.compare(at, space.size(), space) == 0;
+    if (is_space && !previous_is_space && at > begin) {
+      on_segment(text.substr(begin, at - begin));
+      begin = at;
+    }
+    previous_is_space = is_space;
+    at += is_space ? space.size() : 1;
+  }
+  if (begin < text.size()) on_segment(text.substr(begin));
+}
+
 // Finds special/added token text inside user text: leftmost match, the longest one at a position
 // (HF's added-vocabulary matching; llama.cpp's special-token partition gives the same split).
 class SpecialMatcher {

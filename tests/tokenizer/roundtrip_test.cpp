@@ -56,3 +56,24 @@ TEST(RoundTrip, Llama3Vocabularies) {
 
 }  // namespace
 }  // namespace fuselm
+
+namespace fuselm {
+namespace {
+
+// Long texts are merged in pieces cut before space runs (exact when no vocabulary piece puts a
+// space after another character); the SentencePiece library merges the whole text at once.
+TEST(LongText, PiecewiseMergingEqualsSentencePiece) {
+  FUSELM_REQUIRE_MODEL("llama2-tokenizer/tokenizer.model");
+  std::string text;
+  auto cases = llama2_texts();
+  for (int round = 0; text.size() < 40000; ++round)
+    for (const auto& c : cases) text += c.text + (round % 3 == 0 ? "  " : round % 3 == 1 ? "\n" : " ");
+  auto reference = load_tokenizer(test::model_path("llama2-tokenizer/tokenizer.model"))->encode(text, true);
+  for (const char* rel : {"llama2-tokenizer/tokenizer.bin", "tiny-llama2-gguf/tiny-llama2-q8_0.gguf"}) {
+    auto tok = load_tokenizer(test::model_path(rel));
+    EXPECT_EQ(tok->encode(text, true), reference) << rel;
+  }
+}
+
+}  // namespace
+}  // namespace fuselm
