@@ -258,7 +258,8 @@ inline int argmax(const float* v, int64_t n) { return static_cast<int>(std::max_
 // The loaded weights compute HF's logits: checks every tensor's placement and layout at once.
 // The goldens come from HF with bf16-rounded RoPE frequencies (see reference_logits); with them
 // the match is at fp32 rounding level, with exact frequencies it is ~3e-3.
-inline void expect_matches_golden(const Model& m, const std::string& golden_path, double rel_tol) {
+inline void expect_matches_golden(const Model& m, const std::string& golden_path, double rel_tol,
+                                  double min_top1_agreement = 1.0) {
   const nlohmann::json golden = nlohmann::json::parse(std::ifstream(golden_path));
   const auto& cs = golden["cases"][0];
   const std::vector<int32_t> ids = cs["ids"].get<std::vector<int32_t>>();
@@ -273,10 +274,12 @@ inline void expect_matches_golden(const Model& m, const std::string& golden_path
     norm += std::pow(static_cast<double>(expected[i]), 2);
   }
   EXPECT_LT(std::sqrt(diff / norm), rel_tol) << "relative L2 error of the last position's logits vs " << golden_path;
-  // Top-1 at every prompt position.
+  // Top-1 at (almost) every prompt position.
   const auto& top5 = cs["top5_ids"];
-  for (size_t t = 0; t < ids.size(); ++t)
-    EXPECT_EQ(argmax(logits.data() + t * V, V), top5[t][0].get<int>()) << "position " << t;
+  size_t agree = 0;
+  for (size_t t = 0; t < ids.size(); ++t) agree += argmax(logits.data() + t * V, V) == top5[t][0].get<int>();
+  EXPECT_GE(static_cast<double>(agree), min_top1_agreement * static_cast<double>(ids.size()))
+      << agree << " of " << ids.size() << " positions agree on the top token";
 }
 
 // Expects `f` to throw fuselm::Error whose message contains every one of `parts`.
