@@ -41,7 +41,7 @@ std::vector<int32_t> top_ids(std::span<const float> row, int k) {
 int run_forward(const ForwardArgs& args) {
   EngineOptions options = args.engine.options();
   const std::vector<int32_t> prompt = parse_id_list(args.prompt_ids, "--prompt-ids");
-  std::unique_ptr<Model> model = load_model_for(args.model, options.device);
+  std::unique_ptr<Model> model = args.engine.load(args.model);
   const ModelConfig& config = model->config;
   check_prompt(prompt, config, "--prompt-ids");
   FUSELM_CHECK(args.top_k >= 1 && args.top_k <= config.vocab_size, "--top-k must be in [1, ", config.vocab_size,

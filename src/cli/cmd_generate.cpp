@@ -58,7 +58,7 @@ std::unique_ptr<Tokenizer> find_tokenizer(const GenerateArgs& args, const Model&
 int run_generate(const GenerateArgs& args) {
   check_sampling_flags(args.sampling, args.max_new_tokens);
   EngineOptions options = args.engine.options();
-  std::unique_ptr<Model> model = load_model_for(args.model, options.device);
+  std::unique_ptr<Model> model = args.engine.load(args.model);
   const ModelConfig& config = model->config;
   std::unique_ptr<Tokenizer> tokenizer = find_tokenizer(args, *model);
 
@@ -154,6 +154,7 @@ int run_generate(const GenerateArgs& args) {
     std::printf("%s\n", dump_json(out).c_str());
   } else {
     std::printf("\n");
+    std::fflush(stdout);  // the summary goes to stderr: keep it after the text on a terminal
     const double prefill_s = std::chrono::duration<double>(t_first - t0).count();
     const double decode_s = std::chrono::duration<double>(t1 - t_first).count();
     const size_t decoded = generated.empty() ? 0 : generated.size() - 1;

@@ -1,6 +1,9 @@
 // fuselm inspect: what a model is, without generating its weights (synthetic models stay lazy).
+#include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <vector>
 
 #include "cli/command.h"
 #include "cli/common.h"
@@ -16,6 +19,13 @@ struct InspectArgs {
   bool json = false;
 };
 
+// A float as the shortest decimal that reads back to it (1e-05, not 9.999999747378752e-06).
+double shortest(float f) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, f);
+  return ec == std::errc() ? std::strtod(std::string(buf, end).c_str(), nullptr) : f;
+}
+
 nlohmann::json describe(const Model& model) {
   const ModelConfig& c = model.config;
   nlohmann::json j;
@@ -30,15 +40,15 @@ nlohmann::json describe(const Model& model) {
   j["intermediate_size"] = c.intermediate_size;
   j["vocab_size"] = c.vocab_size;
   j["max_position_embeddings"] = c.max_position_embeddings;
-  nlohmann::json rope = {{"theta", c.rope.theta}, {"scaling", rope_scaling_name(c.rope.scaling)}};
-  if (c.rope.scaling != RopeScaling::None) rope["factor"] = c.rope.factor;
+  nlohmann::json rope = {{"theta", shortest(c.rope.theta)}, {"scaling", rope_scaling_name(c.rope.scaling)}};
+  if (c.rope.scaling != RopeScaling::None) rope["factor"] = shortest(c.rope.factor);
   if (c.rope.scaling == RopeScaling::Llama3) {
-    rope["low_freq_factor"] = c.rope.low_freq_factor;
-    rope["high_freq_factor"] = c.rope.high_freq_factor;
+    rope["low_freq_factor"] = shortest(c.rope.low_freq_factor);
+    rope["high_freq_factor"] = shortest(c.rope.high_freq_factor);
     rope["original_max_position"] = c.rope.original_max_position;
   }
   j["rope"] = rope;
-  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rms_norm_eps"] = shortest(c.rms_norm_eps);
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["bos_token_id"] = c.bos_token_id;
   j["eos_token_ids"] = c.eos_token_ids;
@@ -65,15 +75,15 @@ nlohmann::json describe(const Model& model) {
   return j;
 }
 
-std::string human_count(double n) {
-  const char* units[] = {"", "K", "M", "B", "T"};
-  int u = 0;
-  while (n >= 1000 && u < 4) {
-    n /= 1000;
+// 8030261248 -> "8.03B" with base 1000 and units K, M, B, T; bytes use base 1024 and KiB, MiB, ...
+std::string human(double n, double base, const std::vector<const char*>& units) {
+  size_t u = 0;
+  while (n >= base && u + 1 < units.size()) {
+    n /= base;
     ++u;
   }
   char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.2f%s" : "%.0f%s", n, units[u]);
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", n, units[u]);
   return buf;
 }
 
@@ -91,8 +101,10 @@ void print_text(const nlohmann::json& j) {
   line("rms_norm_eps", j["rms_norm_eps"].dump());
   line("tie_word_embeddings", j["tie_word_embeddings"].dump());
   line("bos / eos", j["bos_token_id"].dump() + " / " + j["eos_token_ids"].dump());
-  line("parameters", str_cat(j["parameter_count"].get<int64_t>(), " (", human_count(j["parameter_count"].get<double>()), ")"));
-  line("weight bytes", str_cat(j["weight_bytes"].get<uint64_t>(), " (", human_count(j["weight_bytes"].get<double>()), "B)"));
+  line("parameters", str_cat(j["parameter_count"].get<int64_t>(), " (",
+                             human(j["parameter_count"].get<double>(), 1000, {"", "K", "M", "B", "T"}), ")"));
+  line("weight bytes", str_cat(j["weight_bytes"].get<uint64_t>(), " (",
+                               human(j["weight_bytes"].get<double>(), 1024, {"B", "KiB", "MiB", "GiB", "TiB"}), ")"));
   std::string dtypes;
   for (auto& [k, v] : j["dtypes"].items()) dtypes += (dtypes.empty() ? "" : ", ") + k + " x" + v.dump();
   line("tensor dtypes", dtypes);

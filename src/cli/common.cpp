@@ -15,6 +15,9 @@ void EngineFlags::add_to(CLI::App& sub) {
   sub.add_option("--dtype", dtype, "GPU compute dtype: bf16 or fp16 (the CPU always computes in fp32)")
       ->capture_default_str();
   sub.add_option("--path", path, "GPU execution path: fused or baseline")->capture_default_str();
+  sub.add_flag("--bf16-rope-freqs", bf16_rope_freqs,
+               "round RoPE frequencies to bf16 as HF transformers does after model.to(bfloat16); reproduces "
+               "references computed that way (the shared goldens)");
 }
 
 EngineOptions EngineFlags::options() const {
@@ -25,10 +28,12 @@ EngineOptions EngineFlags::options() const {
   return o;
 }
 
-std::unique_ptr<Model> load_model_for(const std::string& spec, DeviceKind device) {
+std::unique_ptr<Model> EngineFlags::load(const std::string& spec) const {
   LoadOptions options;
-  options.materialize_synthetic = device == DeviceKind::Cpu;
-  return load_model(spec, options);
+  options.materialize_synthetic = parse_device(device) == DeviceKind::Cpu;
+  std::unique_ptr<Model> model = load_model(spec, options);
+  model->config.rope.bf16_inv_freq = bf16_rope_freqs;
+  return model;
 }
 
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag) {

@@ -15,18 +15,19 @@
 
 namespace fuselm::cli {
 
-// --device, --dtype, --path: which engine runs the model.
+// --device, --dtype, --path, --bf16-rope-freqs: which engine runs the model, and how.
 struct EngineFlags {
   std::string device = "cpu";
   std::string dtype = "bf16";
   std::string path = "baseline";
+  bool bf16_rope_freqs = false;
 
   void add_to(CLI::App& sub);
   EngineOptions options() const;  // throws Error on an unknown device, dtype or path
+  // Loads `spec` for the chosen device (the CPU backend needs synthetic weights in host memory,
+  // CUDA does not) and applies the numeric flags to its config.
+  std::unique_ptr<Model> load(const std::string& spec) const;
 };
-
-// Loads `spec` for `device`: the CPU backend needs synthetic weights in host memory, CUDA does not.
-std::unique_ptr<Model> load_model_for(const std::string& spec, DeviceKind device);
 
 // Parses "1,2,3" (spaces around ids allowed); throws Error naming `flag` and the bad piece.
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag);

@@ -27,12 +27,13 @@ struct BpeMerge {
 // Greedy BPE: repeatedly merges the adjacent pair of lowest rank, leftmost on ties, until no pair
 // merges. This is tiktoken's byte_pair_merge and HF tokenizers' Word::merge_all; a heap with
 // stale-entry checks makes it O(n log n) for long words. `lookup(left, right)` returns the merge
-// of two adjacent symbols or std::nullopt. Appends the final ids to `out`.
-template <class Lookup>
-void bpe_merge(std::vector<BpeSymbol>& symbols, Lookup lookup, std::vector<int32_t>& out) {
+// of two adjacent symbols or std::nullopt. Calls emit(symbol) for the final symbols in order.
+template <class Lookup, class Emit>
+void bpe_merge_symbols(std::vector<BpeSymbol>& symbols, Lookup lookup, Emit emit) {
   const int n = static_cast<int>(symbols.size());
+  if (n == 0) return;
   if (n == 1) {
-    out.push_back(symbols[0].id);
+    emit(symbols[0]);
     return;
   }
   std::vector<int> next(n), prev(n);
@@ -77,7 +78,13 @@ void bpe_merge(std::vector<BpeSymbol>& symbols, Lookup lookup, std::vector<int32
     consider(prev[c.left]);
     consider(c.left);
   }
-  for (int i = 0; i >= 0; i = next[i]) out.push_back(symbols[i].id);
+  for (int i = 0; i >= 0; i = next[i]) emit(symbols[i]);
+}
+
+// As bpe_merge_symbols, appending the final ids to `out`.
+template <class Lookup>
+void bpe_merge(std::vector<BpeSymbol>& symbols, Lookup lookup, std::vector<int32_t>& out) {
+  bpe_merge_symbols(symbols, lookup, [&](const BpeSymbol& s) { out.push_back(s.id); });
 }
 
 // GPT-2's reversible byte -> printable character map used by byte-level BPE vocabularies:

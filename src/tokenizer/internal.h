@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "tokenizer/tokenizer.h"
 
 namespace fuselm::tok {
@@ -30,6 +32,30 @@ inline int parse_byte_piece(std::string_view piece) {
   };
   int hi = hex(piece[3]), lo = hex(piece[4]);
   return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+// SentencePiece-style BPE runs over a whole text, not per word. When no vocabulary piece holds a
+// `space` right after another character, no merge can join a character to a following space, so
+// cutting the text before each run of spaces and merging the pieces separately gives exactly the
+// same tokens (and lets long texts merge in small, cacheable pieces).
+bool space_runs_are_word_starts(const std::vector<std::string>& pieces, std::string_view space);
+
+// Calls on_segment(string_view) for consecutive pieces of `text` cut before every run of `space`
+// that follows other text.
+template <class OnSegment>
+void for_each_space_segment(std::string_view text, std::string_view space, OnSegment on_segment) {
+  size_t begin = 0, at = 0;
+  bool previous_is_space = true;  // no cut at the very start
+  while (at < text.size()) {
+    const bool is_space = text.compare(at, space.size(), space) == 0;
+    if (is_space && !previous_is_space && at > begin) {
+      on_segment(text.substr(begin, at - begin));
+      begin = at;
+    }
+    previous_is_space = is_space;
+    at += is_space ? space.size() : 1;
+  }
+  if (begin < text.size()) on_segment(text.substr(begin));
 }
 
 // Finds special/added token text inside user text: leftmost match, the longest one at a position
@@ -87,6 +113,16 @@ void check_token_id(int32_t id, int vocab_size, std::string_view kind);
 std::unique_ptr<Tokenizer> load_llama2c_tokenizer(const std::string& path);
 std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const std::string& path);
 std::unique_ptr<Tokenizer> load_tiktoken_tokenizer(const std::string& path);
+// `config_path`: tokenizer_config.json beside it (bos/eos names), or empty.
+std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path, const std::string& config_path);
+// Builds the HF tokenizer from an already-parsed tokenizer.json document (also used for GGUF
+// "gpt2" vocabularies, which are translated into one); `path` is used in messages.
+std::unique_ptr<Tokenizer> make_hf_tokenizer(const nlohmann::json& root, const std::string& path);
+std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path);
+// Split regexes of the BPE families (meta-llama/llama-models tokenizer.py, Qwen2, GPT-2).
+extern const char* const kLlama3Pattern;
+extern const char* const kQwen2Pattern;
+extern const char* const kGpt2Pattern;
 // True when the first line reads "<base64> <rank>".
 bool looks_like_tiktoken(std::string_view head);
 

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "tokenizer/bpe.h"
 #include "tokenizer/internal.h"
 #include "tokenizer/utf8.h"
 
@@ -25,23 +26,24 @@ class Llama2cTokenizer final : public Tokenizer {
     for (size_t i = 0; i < pieces_.size(); ++i) piece_ids_.emplace(pieces_[i], static_cast<int32_t>(i));
     byte_of_.assign(pieces_.size(), -1);
     for (size_t i = 0; i < pieces_.size(); ++i) byte_of_[i] = static_cast<int16_t>(parse_byte_piece(pieces_[i]));
+    cut_at_spaces_ = space_runs_are_word_starts(pieces_, " ");
   }
 
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool /*parse_special*/) const override {
     // The format has no special-token text to parse: "\n<s>\n" is not something users type.
     std::vector<int32_t> ids;
-    ids.reserve(text.size() + 2);
-    if (!text.empty()) push_piece(" ", ids);  // SentencePiece's dummy prefix
-    // Group bytes as run.c does: a non-continuation byte starts a group of at most 4 bytes.
-    size_t start = 0;
-    while (start < text.size()) {
-      size_t end = start + 1;
-      while (end < text.size() && end - start < 4 && (static_cast<uint8_t>(text[end]) & 0xC0) == 0x80) ++end;
-      push_piece(text.substr(start, end - start), ids);
-      start = end;
+    ids.reserve(text.size() / 3 + 2);
+    if (add_bos) ids.push_back(kBosId);
+    if (text.empty()) return ids;
+    std::string prefixed;
+    prefixed.reserve(text.size() + 1);
+    prefixed += ' ';  // SentencePiece's dummy prefix, which run.c adds as a token of its own
+    prefixed.append(text);
+    if (cut_at_spaces_) {
+      for_each_space_segment(prefixed, " ", [&](std::string_view segment) { encode_segment(segment, ids); });
+    } else {
+      encode_segment(prefixed, ids);
     }
-    merge(ids);
-    if (add_bos) ids.insert(ids.begin(), kBosId);
     return ids;
   }
 
@@ -90,6 +92,22 @@ class Llama2cTokenizer final : public Tokenizer {
   bool is_special(int32_t id) const override { return id == kUnkId || id == kBosId || id == kEosId; }
 
  private:
+  void encode_segment(std::string_view text, std::vector<int32_t>& ids) const {
+    if (cache_.find(text, ids)) return;
+    std::vector<int32_t> segment;
+    // Group bytes as run.c does: a non-continuation byte starts a group of at most 4 bytes.
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = start + 1;
+      while (end < text.size() && end - start < 4 && (static_cast<uint8_t>(text[end]) & 0xC0) == 0x80) ++end;
+      push_piece(text.substr(start, end - start), segment);
+      start = end;
+    }
+    merge(segment);
+    cache_.insert(text, segment);
+    ids.insert(ids.end(), segment.begin(), segment.end());
+  }
+
   // One code point (or stray bytes): its own piece when the vocabulary has it, else one byte
   // token per byte.
   void push_piece(std::string_view bytes, std::vector<int32_t>& ids) const {
@@ -160,6 +178,8 @@ class Llama2cTokenizer final : public Tokenizer {
   std::vector<float> scores_;
   std::vector<int16_t> byte_of_;  // byte value of "<0xXX>" pieces, else -1
   PieceMap piece_ids_;
+  bool cut_at_spaces_ = false;
+  WordCache cache_;
 };
 
 }  // namespace

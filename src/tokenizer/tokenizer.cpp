@@ -62,6 +62,16 @@ SpecialMatcher::Match SpecialMatcher::match_at(std::string_view text, size_t at)
   return {};
 }
 
+bool space_runs_are_word_starts(const std::vector<std::string>& pieces, std::string_view space) {
+  for (const std::string& piece : pieces) {
+    for (size_t at = piece.find(space); at != std::string::npos; at = piece.find(space, at + space.size())) {
+      if (at == 0) continue;
+      if (at < space.size() || piece.compare(at - space.size(), space.size(), space) != 0) return false;
+    }
+  }
+  return true;
+}
+
 void check_token_id(int32_t id, int vocab_size, std::string_view kind) {
   FUSELM_CHECK(id >= 0 && id < vocab_size, "token id ", id, " is outside the ", kind, " vocabulary (0..",
                vocab_size - 1, "); the ids come from a different tokenizer or model");

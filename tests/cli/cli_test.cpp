@@ -85,7 +85,7 @@ TEST(Cli, ForwardJsonMatchesTheGolden) {
   const auto golden = test::read_golden("tiny-llama2");
   const test::GoldenCase& g = golden[0];
   const json j = parse_stdout(run_cli({"forward", "-m", model_path("tiny-llama2"), "--prompt-ids", join_ids(g.ids),
-                                       "--json"}));
+                                       "--bf16-rope-freqs", "--json"}));
   ASSERT_TRUE(j.contains("positions") && j.contains("last_logits")) << j.dump().substr(0, 300);
   ASSERT_EQ(j["positions"].size(), g.ids.size());
   for (size_t pos = 0; pos < g.ids.size(); ++pos) {
@@ -122,11 +122,13 @@ TEST(Cli, ForwardTopKAndTextOutput) {
   EXPECT_NE(text.out.find("pos 1"), std::string::npos) << text.out;
 }
 
+// The goldens need --bf16-rope-freqs: HF computed them with bf16-rounded RoPE frequencies.
 TEST(Cli, GenerateGreedyJsonEqualsGreedy24) {
   FUSELM_REQUIRE_MODEL("tiny-llama2/golden.json");
   for (const test::GoldenCase& g : test::read_golden("tiny-llama2")) {
     const json j = parse_stdout(run_cli({"generate", "-m", model_path("tiny-llama2"), "--prompt-ids",
-                                         join_ids(g.ids), "-n", "24", "--temperature", "0", "--json"}));
+                                         join_ids(g.ids), "-n", "24", "--temperature", "0", "--bf16-rope-freqs",
+                                         "--json"}));
     EXPECT_EQ(j["prompt_ids"].get<std::vector<int32_t>>(), g.ids);
     EXPECT_EQ(j["ids"].get<std::vector<int32_t>>(), g.greedy24) << "prompt '" << g.prompt << "'";
     EXPECT_TRUE(j["text"].is_string());
@@ -137,7 +139,7 @@ TEST(Cli, GenerateTinyLlama3GreedyJsonEqualsGreedy24) {
   FUSELM_REQUIRE_MODEL("tiny-llama3/golden.json");
   const test::GoldenCase g = test::read_golden("tiny-llama3")[1];
   const json j = parse_stdout(run_cli({"generate", "-m", model_path("tiny-llama3"), "--prompt-ids", join_ids(g.ids),
-                                       "-n", "24", "--temperature", "0", "--json"}));
+                                       "-n", "24", "--temperature", "0", "--bf16-rope-freqs", "--json"}));
   EXPECT_EQ(j["ids"].get<std::vector<int32_t>>(), g.greedy24);
 }
 
@@ -145,7 +147,8 @@ TEST(Cli, GenerateAidreamsFromBosStreamsTheReferenceText) {
   FUSELM_REQUIRE_MODEL("aidreams260K/aidreams260K.bin");
   const std::string model = model_path("aidreams260K/aidreams260K.bin");
   const std::string tokenizer = model_path("aidreams260K/tok512.bin");
-  const std::string expected = "Echoes of vectors unfold, a gentle hum of precision";
+  // SOURCES.md's reference text opens with a quotation mark.
+  const std::string expected = "\"Echoes of vectors unfold, a gentle hum of precision";
   const json j = parse_stdout(run_cli({"generate", "-m", model, "--tokenizer", tokenizer, "--prompt-ids", "1", "-n",
                                        "32", "--temperature", "0", "--json"}));
   const std::vector<int32_t> reference = {319, 459, 355, 260, 275, 429, 339, 315, 374, 327, 446,
@@ -167,6 +170,41 @@ TEST(Cli, GenerateWithAMissingTokenizerFails) {
   expect_failure({"generate", "-m", model_path("tiny-llama2"), "--tokenizer", model_path("no-such-tokenizer"),
                   "--prompt-ids", join_ids(g.ids), "-n", "3"},
                  "no-such-tokenizer");
+}
+
+TEST(Cli, GenerateWithoutATokenizerPrintsIds) {
+  const std::string model = "synthetic:llama?hidden=64&layers=2&heads=4&ffn=128&vocab=256&max_pos=64";
+  const RunResult r = run_cli({"generate", "-m", model, "--prompt-ids", "1,2,3", "-n", "5", "--temperature", "0",
+                               "--ignore-eos"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream words(r.out);
+  std::vector<int32_t> ids;
+  for (int32_t id; words >> id;) ids.push_back(id);
+  EXPECT_EQ(ids.size(), 5u) << r.out;
+  const json j = parse_stdout(run_cli({"generate", "-m", model, "--prompt-ids", "1,2,3", "-n", "5", "--temperature",
+                                       "0", "--ignore-eos", "--json"}));
+  EXPECT_EQ(j["ids"].get<std::vector<int32_t>>(), ids);
+  EXPECT_EQ(j["text"], "");
+  expect_failure({"generate", "-m", model, "-p", "hello"}, "-p needs a tokenizer");
+}
+
+TEST(Cli, StreamedTextEqualsJsonText) {
+  FUSELM_REQUIRE_MODEL("tiny-llama2");
+  const std::vector<std::string> args = {"generate", "-m", model_path("tiny-llama2"), "-p", "Once upon a time",
+                                         "-n", "12", "--temperature", "0", "--ignore-eos"};
+  const RunResult streamed = run_cli(args);
+  EXPECT_EQ(streamed.exit_code, 0) << streamed.err;
+  std::vector<std::string> json_args = args;
+  json_args.push_back("--json");
+  const json j = parse_stdout(run_cli(json_args));
+  EXPECT_EQ(j["prompt_ids"].get<std::vector<int32_t>>(), (std::vector<int32_t>{1, 9038, 2501, 263, 931}));
+  EXPECT_EQ(j["ids"].size(), 12u);
+  EXPECT_FALSE(j["text"].get<std::string>().empty());
+  EXPECT_EQ(streamed.out, j["text"].get<std::string>() + "\n");
+  // --no-bos drops the BOS id.
+  json_args.push_back("--no-bos");
+  const json no_bos = parse_stdout(run_cli(json_args));
+  EXPECT_EQ(no_bos["prompt_ids"].get<std::vector<int32_t>>(), (std::vector<int32_t>{9038, 2501, 263, 931}));
 }
 
 TEST(Cli, SameSeedSameIdsDifferentSeedDifferentIds) {
@@ -215,7 +253,7 @@ TEST(Cli, InspectLlama3RopeScaling) {
   EXPECT_EQ(j["rope"]["scaling"], "llama3");
   EXPECT_EQ(j["rope"]["factor"], 32.0);
   EXPECT_EQ(j["rope"]["theta"], 500000.0);
-  EXPECT_EQ(j["dtypes"], json({{"bf16", 18}}));
+  EXPECT_EQ(j["dtypes"], json({{"bf16", 20}}));
 }
 
 TEST(Cli, InspectSyntheticEightBillionIsInstant) {

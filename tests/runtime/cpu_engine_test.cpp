@@ -68,6 +68,23 @@ TEST(CpuEngine, TiedEmbeddingsAndScaledRope) {
   for (size_t t = 0; t < tokens.size(); ++t) EXPECT_LE(relative_error(&logits[t * 97], &ref[t * 97], 97), 1e-5);
 }
 
+TEST(CpuEngine, Bf16RopeFrequenciesAreHonoured) {
+  auto exact = tiny_model();
+  auto rounded = tiny_model();
+  rounded->config.rope.bf16_inv_freq = true;
+  const auto tokens = prompt(40, 6);  // late positions make the frequency rounding visible
+  auto e_exact = make_cpu_engine(*exact, {});
+  auto e_rounded = make_cpu_engine(*rounded, {});
+  const auto a = prefill(*e_exact, e_exact->add_sequence(), tokens);
+  const auto b = prefill(*e_rounded, e_rounded->add_sequence(), tokens);
+  const auto ref_rounded = reference_logits(*rounded, tokens);
+  const auto ref_exact = reference_logits(*exact, tokens);
+  const size_t last = (tokens.size() - 1) * 97;
+  EXPECT_LE(relative_error(&b[last], &ref_rounded[last], 97), 1e-5);
+  EXPECT_LE(relative_error(&a[last], &ref_exact[last], 97), 1e-5);
+  EXPECT_GT(relative_error(&a[last], &ref_rounded[last], 97), 1e-4);  // the option changes the function
+}
+
 TEST(CpuEngine, KvCachedDecodeEqualsFullRecompute) {
   auto model = tiny_model();
   auto engine = make_cpu_engine(*model, {});

@@ -63,8 +63,17 @@ std::vector<float> all_logits(Engine& engine, std::span<const int32_t> ids) {
   return logits;
 }
 
-void expect_matches_golden(const std::string& model_rel, const std::string& golden_dir, const GoldenTolerance& tol) {
+// The goldens were computed by HF transformers on a model cast to bf16 and back, which leaves its
+// RoPE inv_freq buffer rounded to bf16; with exact frequencies logits move by ~2e-3 relative and
+// greedy24 departs after 15 tokens, so the engine reproduces that rounding here.
+std::unique_ptr<Model> load_hf_reference_model(const std::string& model_rel) {
   auto model = load_model(model_path(model_rel));
+  model->config.rope.bf16_inv_freq = true;
+  return model;
+}
+
+void expect_matches_golden(const std::string& model_rel, const std::string& golden_dir, const GoldenTolerance& tol) {
+  auto model = load_hf_reference_model(model_rel);
   auto engine = make_cpu_engine(*model, {});
   const size_t vocab = static_cast<size_t>(model->config.vocab_size);
   for (const GoldenCase& g : test::read_golden(golden_dir)) {
@@ -76,6 +85,9 @@ void expect_matches_golden(const std::string& model_rel, const std::string& gold
       test::expect_position_matches(g, pos, top_ids(row, 5), [&](int32_t id) { return row[id]; }, logsumexp(row),
                                     tol);
     }
+    for (size_t pos = 0; pos < g.ids.size(); ++pos)
+      EXPECT_EQ(argmax(std::span<const float>(logits.data() + pos * vocab, vocab)), g.top5_ids[pos][0])
+          << "top-1 at position " << pos;
     const std::span<const float> last(logits.data() + (g.ids.size() - 1) * vocab, vocab);
     EXPECT_LE(test::relative_l2(last, g.last_logits), tol.last_relative);
     EXPECT_EQ(greedy(*engine, g.ids, 24), g.greedy24);
@@ -93,8 +105,9 @@ TEST(Golden, TinyLlama3HfCheckpointWithLlama3RopeScaling) {
 }
 
 // The checkpoint's f32 weights are all bf16-representable (their low 16 bits are zero), so the
-// bf16 GGUF holds exactly the weights the golden used: bf16 storage rounds nothing away here and
-// the fp32 tolerances apply unchanged. What this test adds is the GGUF loader's q/k un-permutation.
+// bf16 GGUF holds exactly the weights the golden used: bf16 storage rounds nothing away here, so
+// the fp32 tolerances apply unchanged (top-1 at every position is checked for every model). What
+// this test adds is the GGUF loader's q/k un-permutation and bf16 reads.
 TEST(Golden, TinyLlama2Bf16Gguf) {
   FUSELM_REQUIRE_MODEL("tiny-llama2-gguf/tiny-llama2-bf16.gguf");
   FUSELM_REQUIRE_MODEL("tiny-llama2/golden.json");
@@ -106,7 +119,7 @@ TEST(Golden, TinyLlama2Bf16Gguf) {
 TEST(Golden, TinyLlama2Q8_0GgufKeepsTop1) {
   FUSELM_REQUIRE_MODEL("tiny-llama2-gguf/tiny-llama2-q8_0.gguf");
   FUSELM_REQUIRE_MODEL("tiny-llama2/golden.json");
-  auto model = load_model(model_path("tiny-llama2-gguf/tiny-llama2-q8_0.gguf"));
+  auto model = load_hf_reference_model("tiny-llama2-gguf/tiny-llama2-q8_0.gguf");
   auto engine = make_cpu_engine(*model, {});
   const size_t vocab = static_cast<size_t>(model->config.vocab_size);
   int agree = 0, total = 0;
@@ -122,7 +135,8 @@ TEST(Golden, TinyLlama2Q8_0GgufKeepsTop1) {
 
 TEST(Golden, Aidreams260KGreedyFromBosMatchesLlama2c) {
   FUSELM_REQUIRE_MODEL("aidreams260K/aidreams260K.bin");
-  // From the shared models' SOURCES.md: llama2.c-style fp32 greedy from BOS, 32 steps.
+  // From the shared models' SOURCES.md: llama2.c-style fp32 greedy from BOS, 32 steps, exact
+  // fp32 RoPE frequencies (the engine's default).
   const std::vector<int32_t> reference = {319, 459, 355, 260, 275, 429, 339, 315, 374, 327, 446,
                                           262, 421, 392, 275, 280, 269, 440, 270, 283, 446, 299,
                                           303, 266, 358, 430, 312, 379, 441, 260, 446, 262};
@@ -136,7 +150,9 @@ TEST(Golden, Aidreams260KGreedyFromBosMatchesLlama2c) {
                                                                 : model->tokenizer_hint);
   std::vector<int32_t> with_bos = {1};
   with_bos.insert(with_bos.end(), ids.begin(), ids.end());
-  EXPECT_TRUE(tokenizer->decode(with_bos).starts_with("Echoes of vectors unfold, a gentle hum of precision"))
+  // The reference text (SOURCES.md) opens with a quotation mark: token 319 is ' "', its space
+  // dropped after BOS as run.c does.
+  EXPECT_TRUE(tokenizer->decode(with_bos).starts_with("\"Echoes of vectors unfold, a gentle hum of precision"))
       << tokenizer->decode(with_bos);
 }
 

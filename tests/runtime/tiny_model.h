@@ -76,6 +76,7 @@ inline std::vector<double> tensor_values(const WeightTensor& t) {
 
 // Logits [tokens.size()][vocab] of a full causal forward over `tokens` from position 0, in double,
 // written from the Llama definition (HF LlamaForCausalLM) without any of the engine's code.
+// Honours config.rope.bf16_inv_freq (default RoPE scaling only).
 inline std::vector<double> reference_logits(const Model& m, const std::vector<int32_t>& tokens) {
   const ModelConfig& c = m.config;
   const size_t n = tokens.size(), h = c.hidden_size, hd = c.head_dim, nh = c.num_heads, nkv = c.num_kv_heads;
@@ -95,7 +96,8 @@ inline std::vector<double> reference_logits(const Model& m, const std::vector<in
   };
   auto rope = [&](double* v, size_t pos) {  // rotate-half: pair (i, i + hd/2)
     for (size_t i = 0; i < hd / 2; ++i) {
-      const double inv_freq = std::pow(static_cast<double>(c.rope.theta), -2.0 * i / hd);
+      double inv_freq = std::pow(static_cast<double>(c.rope.theta), -2.0 * i / hd);
+      if (c.rope.bf16_inv_freq) inv_freq = round_to(DType::BF16, static_cast<float>(inv_freq));
       const double a = v[i], b = v[i + hd / 2], angle = pos * inv_freq;
       v[i] = a * std::cos(angle) - b * std::sin(angle);
       v[i + hd / 2] = b * std::cos(angle) + a * std::sin(angle);
