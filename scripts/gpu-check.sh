@@ -2,8 +2,9 @@
 # Checks the CUDA backend on a machine with an NVIDIA GPU, from the repository root:
 #   1. configure and build the GPU tests (Release, sm_90a only, for build speed);
 #   2. ctest -L gpu (kernels against the CPU reference, the engine, the golden end-to-end checks);
-#   3. compute-sanitizer memcheck over the kernel test binaries;
-#   4. writes gpu-check.json (commit, GPU, date, test counts, golden numbers) to bench/results/ and,
+#   3. compute-sanitizer memcheck over the kernel test binaries (then the engine's, while time lasts);
+#   4. the CLI end to end: `fuselm generate --device cuda` greedy from the goldens' first prompts;
+#   5. writes gpu-check.json (commit, GPU, date, test counts, golden numbers) to bench/results/ and,
 #      when OUT is set, to $OUT; logs go next to it. A summary table is printed last.
 # Usage: [FUSELM_COMMIT=<hash>] [FUSELM_GPU_CHECK_BUDGET=seconds] bash scripts/gpu-check.sh
 # The commit comes from FUSELM_COMMIT, else a .commit file, else git. Memcheck runs only while the
@@ -21,7 +22,7 @@ export FUSELM_GPU_GOLDEN_DIR=$PWD/$build/golden
 rm -rf "$FUSELM_GPU_GOLDEN_DIR" "$build/ctest-gpu.xml"
 mkdir -p "$FUSELM_GPU_GOLDEN_DIR"
 jobs=$(nproc)
-kernel_tests=(embedding rmsnorm rope_kv swiglu residual convert gemm sampling kv_cache)
+kernel_tests=(embedding rmsnorm rope_kv swiglu residual convert gemm sampling kv_cache cuda_engine)
 
 echo "== configure and build"
 build_status=ok
@@ -65,9 +66,26 @@ if [ "$build_status" = ok ]; then
   done
 fi
 
+models=${FUSELM_MODELS_DIR:-$PWD/../shared/models}
+cli=()
+if [ "$build_status" = ok ]; then
+  echo "== CLI: fuselm generate --device cuda"
+  for spec in tiny-llama2:bf16 tiny-llama2:f16 tiny-llama3:bf16 tiny-llama3:f16; do
+    model=${spec%%:*} dtype=${spec#*:}
+    [ -f "$models/$model/golden.json" ] || continue
+    ids=$(python3 -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['cases'][0]['ids'])))" \
+          "$models/$model/golden.json")
+    timeout 60 "$build/fuselm" generate -m "$models/$model" --prompt-ids "$ids" -n 24 --temperature 0 --device cuda \
+        --dtype "$dtype" --bf16-rope-freqs --json >"$build/cli-$model-$dtype.json" 2>"$build/cli-$model-$dtype.err"
+    rc=$?
+    cli+=("$model:$dtype:$rc")
+    { echo "===== $model $dtype (exit $rc)"; cat "$build/cli-$model-$dtype.json" "$build/cli-$model-$dtype.err"; } >>"$logs/cli.log"
+  done
+fi
+
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
 COMMIT="$commit" GPU="${gpu:-unknown}" BUILD_STATUS="$build_status" CTEST_STATUS="$ctest_status" \
-MEMCHECK="${memcheck[*]:-}" JUNIT="$build/ctest-gpu.xml" GOLDEN_DIR="$FUSELM_GPU_GOLDEN_DIR" \
+MEMCHECK="${memcheck[*]:-}" CLI="${cli[*]:-}" MODELS="$models" BUILD="$build" JUNIT="$build/ctest-gpu.xml" GOLDEN_DIR="$FUSELM_GPU_GOLDEN_DIR" \
 RESULT="bench/results/gpu-check.json" python3 - <<'PY'
 import datetime, glob, json, os, xml.etree.ElementTree as ET
 
@@ -117,6 +135,23 @@ report["golden"] = golden.get("golden", {})
 if "ragged64" in golden:
     report["ragged64"] = golden["ragged64"]
 
+# CLI greedy runs against the golden's greedy24 (fp32 argmax loop): the matching prefix.
+for item in os.environ.get("CLI", "").split():
+    model, dtype, rc = item.split(":")
+    entry = {"exit": int(rc)}
+    try:
+        with open(os.path.join(os.environ["MODELS"], model, "golden.json")) as f:
+            want = json.load(f)["cases"][0]["greedy24"]
+        with open(os.path.join(os.environ["BUILD"], f"cli-{model}-{dtype}.json")) as f:
+            got = json.loads(f.read().strip().splitlines()[-1])["ids"]
+        n = 0
+        while n < min(len(got), len(want)) and got[n] == want[n]:
+            n += 1
+        entry.update({"greedy24_prefix_match": n, "generated": len(got)})
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        entry["error"] = str(e)
+    report.setdefault("cli", {})[f"{model} {dtype}"] = entry
+
 text = json.dumps(report, indent=2) + "\n"
 paths = [os.environ["RESULT"]] + ([os.path.join(os.environ["OUT"], "gpu-check.json")] if os.environ.get("OUT") else [])
 for p in paths:
@@ -146,6 +181,12 @@ for model, g in report["golden"].items():
     else:
         parts = ", ".join(f"{k}: {v['greedy_prefix_match']}/{v['of']} greedy ids" for k, v in g.items() if isinstance(v, dict))
         print(f"{model:<24}{parts}")
+for name, c in report.get("cli", {}).items():
+    if "greedy24_prefix_match" in c:
+        print(f"cli generate --device cuda {name:<18} exit {c['exit']}  greedy ids = golden greedy24 for the first "
+              f"{c['greedy24_prefix_match']} of {c['generated']}")
+    else:
+        print(f"cli generate --device cuda {name:<18} exit {c['exit']}  {c.get('error', '')[:80]}")
 if "ragged64" in report:
     r = report["ragged64"]
     print(f"ragged batch of {r['sequences']}: {r['identical_top1']} sequences with the same top-1 tokens as alone "

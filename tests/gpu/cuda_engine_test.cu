@@ -158,6 +158,27 @@ TEST(CudaEngine, PrefillMatchesReference) {
   }
 }
 
+// Default options: a step of max_prefill_tokens (8192) tokens, two sequences of the model's full 4096.
+TEST(CudaEngine, DefaultLimitsTakeAFullStep) {
+  FUSELM_REQUIRE_GPU();
+  std::mt19937 gen(109);
+  const ModelConfig config = gqa4_config();
+  auto model = make_synthetic_model(config, false);
+  EngineOptions o;
+  o.device = DeviceKind::Cuda;
+  auto engine = make_cuda_engine(*model, o);
+  EXPECT_EQ(engine->max_sequence_length(), 4096);
+  const std::vector<int32_t> a = random_tokens(gen, 4096, config.vocab_size), b = random_tokens(gen, 4096, config.vocab_size);
+  const int sa = engine->add_sequence(), sb = engine->add_sequence();
+  std::vector<SequenceChunk> chunks = {{sa, a, false}, {sb, b, false}};
+  std::vector<float> logits;
+  engine->forward(chunks, logits);
+  ASSERT_EQ(logits.size(), 2u * config.vocab_size);
+  const std::vector<float> want = ReferenceModel(*model, DType::BF16).forward(b);
+  expect_row_close(logits.data() + config.vocab_size, want.data() + (b.size() - 1) * config.vocab_size,
+                   config.vocab_size, tolerance(DType::BF16), "last token of a 4096-token prompt");
+}
+
 TEST(CudaEngine, ChunkedPrefillThenDecodeMatchesReference) {
   FUSELM_REQUIRE_GPU();
   std::mt19937 gen(102);
