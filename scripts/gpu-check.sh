@@ -2,8 +2,8 @@
 # Checks the CUDA backend on a machine with an NVIDIA GPU, from the repository root:
 #   1. configure and build the GPU tests (Release, sm_90a only, for build speed);
 #   2. ctest -L gpu (kernels against the CPU reference, the engine, the golden end-to-end checks);
-#   3. compute-sanitizer memcheck over the kernel test binaries (then the engine's, while time lasts);
-#   4. the CLI end to end: `fuselm generate --device cuda` greedy from the goldens' first prompts;
+#   3. the CLI end to end: `fuselm generate --device cuda` greedy from the goldens' first prompts;
+#   4. compute-sanitizer memcheck over the kernel test binaries (then the engine's, while time lasts);
 #   5. writes gpu-check.json (commit, GPU, date, test counts, golden numbers) to bench/results/ and,
 #      when OUT is set, to $OUT; logs go next to it. A summary table is printed last.
 # Usage: [FUSELM_COMMIT=<hash>] [FUSELM_GPU_CHECK_BUDGET=seconds] bash scripts/gpu-check.sh
@@ -37,12 +37,28 @@ tail -3 "$logs/build.log"
 
 ctest_status=skipped
 memcheck=()
+models=${FUSELM_MODELS_DIR:-$PWD/../shared/models}
+cli=()
 if [ "$build_status" = ok ]; then
   echo "== ctest -L gpu"
   # Four at a time: the tests are small next to the GPU, and each engine caps its KV pool.
   ctest --test-dir "$build" -L gpu -j 4 --timeout 200 --output-on-failure \
         --output-junit "$PWD/$build/ctest-gpu.xml" >"$logs/ctest-gpu.log" 2>&1 && ctest_status=ok || ctest_status=failed
   tail -15 "$logs/ctest-gpu.log"
+
+  echo "== CLI: fuselm generate --device cuda"
+  rm -f "$logs/cli.log"
+  for spec in tiny-llama2:bf16 tiny-llama2:f16 tiny-llama3:bf16 tiny-llama3:f16; do
+    model=${spec%%:*} dtype=${spec#*:}
+    [ -f "$models/$model/golden.json" ] || continue
+    ids=$(python3 -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['cases'][0]['ids'])))" \
+          "$models/$model/golden.json")
+    timeout 60 "$build/fuselm" generate -m "$models/$model" --prompt-ids "$ids" -n 24 --temperature 0 --device cuda \
+        --dtype "$dtype" --bf16-rope-freqs --json >"$build/cli-$model-$dtype.json" 2>"$build/cli-$model-$dtype.err"
+    rc=$?
+    cli+=("$model:$dtype:$rc")
+    { echo "===== $model $dtype (exit $rc)"; cat "$build/cli-$model-$dtype.json" "$build/cli-$model-$dtype.err"; } >>"$logs/cli.log"
+  done
 
   echo "== compute-sanitizer memcheck"
   rm -f "$logs/memcheck.log"
@@ -66,23 +82,6 @@ if [ "$build_status" = ok ]; then
       *) memcheck+=("$t:test-failed($rc)") ;;
     esac
     echo "  $t: ${memcheck[-1]#*:}"
-  done
-fi
-
-models=${FUSELM_MODELS_DIR:-$PWD/../shared/models}
-cli=()
-if [ "$build_status" = ok ]; then
-  echo "== CLI: fuselm generate --device cuda"
-  for spec in tiny-llama2:bf16 tiny-llama2:f16 tiny-llama3:bf16 tiny-llama3:f16; do
-    model=${spec%%:*} dtype=${spec#*:}
-    [ -f "$models/$model/golden.json" ] || continue
-    ids=$(python3 -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['cases'][0]['ids'])))" \
-          "$models/$model/golden.json")
-    timeout 60 "$build/fuselm" generate -m "$models/$model" --prompt-ids "$ids" -n 24 --temperature 0 --device cuda \
-        --dtype "$dtype" --bf16-rope-freqs --json >"$build/cli-$model-$dtype.json" 2>"$build/cli-$model-$dtype.err"
-    rc=$?
-    cli+=("$model:$dtype:$rc")
-    { echo "===== $model $dtype (exit $rc)"; cat "$build/cli-$model-$dtype.json" "$build/cli-$model-$dtype.err"; } >>"$logs/cli.log"
   done
 fi
 
