@@ -1,0 +1,117 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "core/error.h"
+#include "tokenizer/goldens.h"
+#include "tokenizer/tokenizer.h"
+
+namespace fuselm {
+namespace {
+
+std::string stream_decode(const Tokenizer& tok, const std::vector<int32_t>& ids) {
+  StreamDecoder stream(tok);
+  std::string out;
+  for (int32_t id : ids) out += stream.push(id);
+  return out + stream.flush();
+}
+
+TEST(HfLlama3, MatchesTiktokenGoldens) {
+  FUSELM_REQUIRE_MODEL("llama3-tokenizer/tokenizer.json");
+  auto tok = load_tokenizer(test::model_path("llama3-tokenizer/tokenizer.json"));
+  EXPECT_EQ(tok->kind(), "hf-bpe-bytelevel");
+  EXPECT_EQ(tok->vocab_size(), 128256);
+  EXPECT_EQ(tok->bos_id(), 128000);
+  EXPECT_EQ(tok->eos_ids()[0], 128009);  // tokenizer_config.json's eos_token
+  for (const auto& c : test::tokenizer_goldens("llama3")) {
+    EXPECT_EQ(tok->encode(c.text, false), c.ids) << c.text;
+    EXPECT_EQ(tok->decode(c.ids), c.text) << c.text;
+    EXPECT_EQ(stream_decode(*tok, c.ids), c.text) << c.text;
+  }
+}
+
+TEST(HfLlama3, SpecialTokensAndTemplate) {
+  FUSELM_REQUIRE_MODEL("llama3-tokenizer/tokenizer.json");
+  auto tok = load_tokenizer(test::model_path("llama3-tokenizer"));
+  EXPECT_EQ(tok->encode("Hello world", true), (std::vector<int32_t>{128000, 9906, 1917}));
+  EXPECT_EQ(tok->encode("<|eot_id|>x", false, true), (std::vector<int32_t>{128009, 87}));
+  EXPECT_NE(tok->encode("<|eot_id|>x", false, false)[0], 128009);
+  std::vector<int32_t> ids{128000, 9906, 128009};
+  EXPECT_EQ(tok->decode(ids), "Hello");  // tokenizers' decode skips special tokens
+  EXPECT_EQ(tok->token_text(1917), "\xC4\xA0world");  // "Ġworld"
+  EXPECT_EQ(tok->token_id("\xC4\xA0world"), 1917);
+  EXPECT_FALSE(tok->chat_template().empty());
+}
+
+// tokenizer.json for Llama 2 reproduces SentencePiece except where the two BPE formulations part:
+// the HF file merges by merge rank while SentencePiece merges by piece score, and the converted
+// merge list ranks some whitespace runs differently (see the report in the test output).
+TEST(HfLlama2, AgreesWithSentencePieceOnTwentyOneGoldens) {
+  FUSELM_REQUIRE_MODEL("llama2-tokenizer/tokenizer.json");
+  auto tok = load_tokenizer(test::model_path("llama2-tokenizer/tokenizer.json"));
+  EXPECT_EQ(tok->kind(), "hf-bpe");
+  EXPECT_EQ(tok->bos_id(), 1);
+  int agree = 0;
+  for (const auto& c : test::tokenizer_goldens("llama2")) {
+    auto ids = tok->encode(c.text, false);
+    if (ids == c.ids) {
+      ++agree;
+    } else {
+      std::string pieces;
+      for (int32_t id : ids) pieces += tok->token_text(id) + "|";
+      std::cout << "differs from SentencePiece: \"" << c.text << "\" -> " << pieces << "\n";
+    }
+    EXPECT_EQ(tok->decode(ids), c.text) << c.text;
+    EXPECT_EQ(stream_decode(*tok, ids), c.text) << c.text;
+  }
+  EXPECT_EQ(agree, 21);
+}
+
+std::string write_temp(const std::string& name, const std::string& bytes) {
+  std::string path = testing::TempDir() + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+void expect_error(const std::string& path, const std::string& needle) {
+  try {
+    load_tokenizer(path);
+    ADD_FAILURE() << "expected an error for " << path;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(HfTokenizerFile, MalformedFilesGiveClearErrors) {
+  expect_error(write_temp("bad.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {"), "not valid JSON");
+  expect_error(write_temp("nomodel.json", "{\"version\": \"1.0\"}"), "no \"model\"");
+  expect_error(write_temp("unigram.json", R"({"model": {"type": "Unigram", "vocab": []}})"), "Unigram");
+  expect_error(write_temp("badmerge.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})"),
+               "merge 0");
+  expect_error(write_temp("badpre.json",
+                          R"({"pre_tokenizer": {"type": "BertPreTokenizer"}, "model": {"type": "BPE", "vocab": {}, "merges": []}})"),
+               "BertPreTokenizer");
+  FUSELM_REQUIRE_MODEL("llama3-tokenizer/tokenizer.json");
+  std::string bytes = read_text_file(test::model_path("llama3-tokenizer/tokenizer.json"));
+  expect_error(write_temp("truncated.json", bytes.substr(0, bytes.size() / 2)), "not valid JSON");
+}
+
+TEST(HfTokenizerFile, SmallByteLevelTokenizerWithMetaspaceAndAddedTokens) {
+  // A GPT-2 style file: ByteLevel with its own regex and a prefix space, merges as pairs.
+  const std::string json = R"({
+    "added_tokens": [{"id": 7, "content": "<|end|>", "special": true, "lstrip": true, "rstrip": false,
+                      "normalized": false, "single_word": false}],
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": true, "use_regex": true},
+    "decoder": {"type": "ByteLevel"},
+    "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "Ġ": 2, "ab": 3, "Ġab": 4, "c": 5, "abc": 6},
+              "merges": [["a", "b"], ["Ġ", "ab"], ["ab", "c"]]}
+  })";
+  auto tok = load_tokenizer(write_temp("gpt2ish.json", json));
+  EXPECT_EQ(tok->encode("ab abc", false), (std::vector<int32_t>{4, 4, 5}));
+  EXPECT_EQ(tok->encode("abc <|end|>", false, true), (std::vector<int32_t>{4, 5, 7}));
+  std::vector<int32_t> ids{4, 4, 5};
+  EXPECT_EQ(tok->decode(ids), " ab abc");
+}
+
+}  // namespace
+}  // namespace fuselm
