@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace fuselm::cpu {
@@ -28,7 +29,20 @@ float dot_row(const float* x, const MatrixRef& w, int64_t row) {
       for (int64_t i = 0; i < k; ++i) acc += x[i] * f16_bits_to_f32(r[i]);
       break;
     }
-    case DType::Q8_0: break;  // dequantized on load; never reaches a kernel
+    case DType::Q8_0: {  // rows are whole blocks: cols is a multiple of 32
+      const auto* r = static_cast<const uint8_t*>(w.data) + row * (k / kQ8_0BlockSize) * kQ8_0BlockBytes;
+      for (int64_t b = 0; b < k / kQ8_0BlockSize; ++b) {
+        const uint8_t* block = r + b * kQ8_0BlockBytes;
+        uint16_t scale_bits;
+        memcpy(&scale_bits, block, 2);
+        const auto* q = reinterpret_cast<const int8_t*>(block + 2);
+        const float* xb = x + b * kQ8_0BlockSize;
+        float block_acc = 0.0f;
+        for (int i = 0; i < kQ8_0BlockSize; ++i) block_acc += xb[i] * static_cast<float>(q[i]);
+        acc += f16_bits_to_f32(scale_bits) * block_acc;
+      }
+      break;
+    }
   }
   return acc;
 }
@@ -48,6 +62,10 @@ void embedding(const MatrixRef& table, const int32_t* ids, int64_t n, float* out
   const int64_t d = table.cols;
   for (int64_t t = 0; t < n; ++t) {
     const int64_t base = static_cast<int64_t>(ids[t]) * d;
+    if (table.dtype == DType::Q8_0) {
+      dequantize_q8_0(static_cast<const uint8_t*>(table.data) + dtype_bytes(DType::Q8_0, base), d, out + t * d);
+      continue;
+    }
     for (int64_t i = 0; i < d; ++i) out[t * d + i] = load_as_f32(table.data, table.dtype, base + i);
   }
 }
