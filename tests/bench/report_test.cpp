@@ -6,6 +6,12 @@
 
 #include "bench/stats.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
 namespace fuselm::bench {
 namespace {
 
@@ -241,6 +247,29 @@ TEST(Report, EnvironmentCommitHonoursTheOverride) {
   EXPECT_FALSE(env.command_line.empty());
   EXPECT_EQ(env.date_utc.size(), 20u);  // 2026-01-02T03:04:05Z
   EXPECT_FALSE(env.gpu.has_value());
+}
+
+// bench/plot.sh renders every plot from a result file (single run and --compare); needs gnuplot.
+TEST(Report, PlotScriptRendersEveryPlot) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) GTEST_SKIP() << "gnuplot not installed (gnuplot-nox)";
+  namespace fs = std::filesystem;
+  const fs::path plot = fs::path(__FILE__).parent_path().parent_path().parent_path() / "bench" / "plot.sh";
+  ASSERT_TRUE(fs::exists(plot)) << plot;
+  const fs::path dir = fs::temp_directory_path() / ("fuselm_plot_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const RunInfo info = run_info(true);
+  const std::vector<VariantReport> one = {{"fused", "e", cost(), results(1.0)}};
+  const std::vector<VariantReport> two = {{"baseline", "a", cost(), results(2.0)}, {"fused", "b", cost(), results(1.0)}};
+  for (const auto* variants : {&one, &two}) {
+    const fs::path json_file = dir / "result.json", out = dir / (variants->size() == 1 ? "one" : "two");
+    std::ofstream(json_file) << report_json(info, *variants).dump(2);
+    const std::string cmd = plot.string() + " " + json_file.string() + " " + out.string() + " >/dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    for (const char* png : {"itl.png", "itl_cdf.png", "throughput.png", "prefill.png", "depth.png"})
+      EXPECT_GT(fs::file_size(out / png), 1000u) << out / png;
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace
