@@ -1,0 +1,26 @@
+#include "model/json_util.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "model/file_sniff.h"
+
+namespace fuselm {
+
+nlohmann::json parse_json_text(std::string_view text, const std::string& where) {
+  try {
+    return nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte is 1-based and points just past the offending character.
+    const size_t at = std::min(e.byte == 0 ? 0 : e.byte - 1, text.size());
+    const std::string_view before = text.substr(0, at);
+    const size_t line = 1 + std::count(before.begin(), before.end(), '\n');
+    const size_t line_start = before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
+    const size_t column = at - line_start + 1;
+    const size_t excerpt_start = at >= 20 ? at - 20 : 0;
+    fail(where, ": malformed JSON at line ", line, ", column ", column, " (byte ", at, "): ", e.what(),
+         "; near \"", printable_prefix(text.substr(excerpt_start, 40), 40), "\"; fix or re-download the file");
+  }
+}
+
+}  // namespace fuselm
