@@ -407,6 +407,27 @@ std::string fmt(double v, int decimals) {
 
 std::string num(const json& v, int decimals) { return v.is_number() ? fmt(v.get<double>(), decimals) : "-"; }
 
+// Four significant digits, for quantities whose scale spans tiny test models to large ones.
+std::string sig(const json& v) {
+  if (!v.is_number()) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.4g", v.get<double>());
+  return buf;
+}
+
+// 7241732096 -> "7.24 B", 14483464192 bytes -> "14.48 GB" (decimal units).
+std::string human(double v, const char* unit_suffix) {
+  const char* prefixes[] = {"", " k", " M", " B" /* billions: the usual unit for parameters */};
+  const char* byte_prefixes[] = {" B", " kB", " MB", " GB"};
+  const bool bytes = std::string(unit_suffix) == "bytes";
+  int i = 0;
+  while (i < 3 && v >= 1000.0) {
+    v /= 1000.0;
+    ++i;
+  }
+  return fmt(v, 2) + (bytes ? byte_prefixes[i] : prefixes[i]) + (bytes ? "" : unit_suffix);
+}
+
 std::string pct(const json& utilization) {
   return utilization.is_number() ? fmt(100.0 * utilization.get<double>(), 1) + "%" : "-";
 }
@@ -466,7 +487,7 @@ std::vector<Table> scenario_tables(const json& scenarios, const std::string& suf
               {"jitter: ITL p99/p50, stddev ms", num(l["jitter"]["p99_over_p50"], 3) + ", " + num(l["jitter"]["stddev_ms"], 3)},
               {"decode tok/s", num(l["decode_tok_s"], 1)},
               {"end-to-end ms", num(l["e2e_ms"], 2)},
-              {"decode bandwidth GB/s (of peak)", num(bw["achieved_gbs"], 1) + " (" + pct(bw["utilization"]) + ")"}};
+              {"decode bandwidth GB/s (of peak)", sig(bw["achieved_gbs"]) + " (" + pct(bw["utilization"]) + ")"}};
     tables.push_back(std::move(t));
   }
   if (scenarios.contains("throughput")) {
@@ -477,7 +498,7 @@ std::vector<Table> scenario_tables(const json& scenarios, const std::string& suf
             {}};
     for (const json& p : scenarios["throughput"])
       t.rows.push_back({std::to_string(p["batch"].get<int>()), num(p["output_tok_s"], 1), num(p["total_tok_s"], 1),
-                        num(p["decode_tok_s"], 1), num(p["step_ms_median"], 3), num(p["bandwidth"]["achieved_gbs"], 1),
+                        num(p["decode_tok_s"], 1), num(p["step_ms_median"], 3), sig(p["bandwidth"]["achieved_gbs"]),
                         pct(p["bandwidth"]["utilization"])});
     tables.push_back(std::move(t));
   }
@@ -486,7 +507,7 @@ std::vector<Table> scenario_tables(const json& scenarios, const std::string& suf
             {"tokens", "ms", "tok/s", "TFLOP/s"},
             {}};
     for (const json& p : scenarios["prefill"])
-      t.rows.push_back({std::to_string(p["tokens"].get<int>()), num(p["ms"], 3), num(p["tok_s"], 1), num(p["tflops"], 3)});
+      t.rows.push_back({std::to_string(p["tokens"].get<int>()), num(p["ms"], 3), num(p["tok_s"], 1), sig(p["tflops"])});
     tables.push_back(std::move(t));
   }
   if (scenarios.contains("depth")) {
@@ -496,7 +517,7 @@ std::vector<Table> scenario_tables(const json& scenarios, const std::string& suf
             {}};
     for (const json& p : scenarios["depth"])
       t.rows.push_back({std::to_string(p["depth"].get<int>()), num(p["decode_tok_s"], 1), num(p["step_ms_median"], 3),
-                        num(p["bandwidth"]["achieved_gbs"], 1), pct(p["bandwidth"]["utilization"])});
+                        sig(p["bandwidth"]["achieved_gbs"]), pct(p["bandwidth"]["utilization"])});
     tables.push_back(std::move(t));
   }
   return tables;
@@ -559,8 +580,8 @@ std::string render_report(const json& r, bool markdown) {
   out << bullet << "model: " << m["num_layers"].get<int>() << " layers, hidden " << m["hidden_size"].get<int>()
       << ", heads " << m["num_heads"].get<int>() << "/" << m["num_kv_heads"].get<int>() << " kv, ffn "
       << m["intermediate_size"].get<int>() << ", vocab " << m["vocab_size"].get<int>() << ", "
-      << fmt(m["parameters"].get<double>() / 1e9, 3) << " B params, " << fmt(m["weight_bytes"].get<double>() / 1e9, 3)
-      << " GB of weights, KV " << m["kv_bytes_per_token"].get<int64_t>() << " B/token\n";
+      << human(m["parameters"].get<double>(), " params") << ", " << human(m["weight_bytes"].get<double>(), "bytes")
+      << " of weights, KV " << m["kv_bytes_per_token"].get<int64_t>() << " bytes/token\n";
   out << bullet << "device " << r["device"].get<std::string>() << ", dtype " << r["dtype"].get<std::string>()
       << ", path " << r["path"].get<std::string>() << "; engine: " << r["engine"].get<std::string>() << "\n";
   if (env["gpu"].is_object()) out << bullet << "GPU: " << gpu_line(env["gpu"]) << "\n";
