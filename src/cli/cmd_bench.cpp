@@ -14,8 +14,8 @@
 #include "bench/report.h"
 #include "bench/scenarios.h"
 #include "cli/command.h"
+#include "cli/common.h"
 #include "core/error.h"
-#include "model/loader.h"
 #include "runtime/engine.h"
 
 namespace fuselm::cli {
@@ -87,8 +87,14 @@ int run_peak_only(const BenchArgs& a, DeviceKind device) {
   const bench::BandwidthPeak peak = measure_peak(a, device);
   const nlohmann::json peak_json = bench::peak_json(peak);
   std::printf("%s\n", bench::render_peak(peak_json).c_str());
+  nlohmann::json j = {{"schema", bench::kReportSchema}, {"environment", env_json}, {"peak_bandwidth", peak_json}};
+  if (env.gpu) {
+    const bench::GpuClocks c = bench::query_gpu_clocks();
+    std::printf("clocks right after the measurement: SM %d MHz, memory %d MHz (-1: NVML unavailable)\n", c.sm_mhz,
+                c.memory_mhz);
+    j["environment"]["gpu"]["clocks_after_peak"] = {{"sm_clock_mhz", c.sm_mhz}, {"memory_clock_mhz", c.memory_mhz}};
+  }
   if (!a.json_file.empty()) {
-    nlohmann::json j = {{"schema", bench::kReportSchema}, {"environment", env_json}, {"peak_bandwidth", peak_json}};
     write_file(a.json_file, j.dump(2) + "\n", "peak bandwidth JSON");
   }
   return 0;
@@ -119,14 +125,14 @@ int run_bench(const BenchArgs& a) {
   bench::RunInfo info;
   info.environment = bench::collect_environment(device == DeviceKind::Cuda);
   // The peak is measured before any engine exists, while the whole memory is free and idle.
+  bench::GpuClocks clocks_after_peak;
   if (!a.no_peak) {
     if (!a.quiet) std::fprintf(stderr, "measuring peak memory bandwidth...\n");
     info.peak = measure_peak(a, device);
+    if (info.environment.gpu) clocks_after_peak = bench::query_gpu_clocks();  // clocks under load, not idle
   }
 
-  LoadOptions load_options;
-  load_options.materialize_synthetic = device == DeviceKind::Cpu;
-  std::unique_ptr<Model> model = load_model(a.model, load_options);
+  std::unique_ptr<Model> model = load_model_for(a.model, device);
 
   const bench::EngineNeeds needs = bench::engine_needs(scenarios, a.options);
   std::vector<std::unique_ptr<Engine>> engines;
@@ -167,7 +173,7 @@ int run_bench(const BenchArgs& a) {
   info.model_format = model_format_name(model->format);
   info.config = config;
   info.device = device_name(device);
-  info.dtype = device == DeviceKind::Cuda ? std::string(dtype_name(dtype)) : "f32 compute";
+  info.dtype = device == DeviceKind::Cuda ? std::string(dtype_name(dtype)) : "f32";  // the CPU computes in fp32
   info.options = a.options;
   info.scenarios = scenarios;
   std::vector<bench::VariantReport> variants;
@@ -175,10 +181,12 @@ int run_bench(const BenchArgs& a) {
     variants.push_back({names[i], engines[i]->description(), cost, std::move(results[i])});
   nlohmann::json report = bench::report_json(info, variants);
   if (info.environment.gpu) {
-    const bench::GpuClocks end = bench::query_gpu_clocks();
-    auto or_null = [](int v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
-    report["environment"]["gpu"]["clocks_after_run"] = {{"sm_clock_mhz", or_null(end.sm_mhz)},
-                                                        {"memory_clock_mhz", or_null(end.memory_mhz)}};
+    auto clocks_json = [](const bench::GpuClocks& c) {
+      auto or_null = [](int v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
+      return nlohmann::json{{"sm_clock_mhz", or_null(c.sm_mhz)}, {"memory_clock_mhz", or_null(c.memory_mhz)}};
+    };
+    report["environment"]["gpu"]["clocks_after_peak"] = clocks_json(clocks_after_peak);
+    report["environment"]["gpu"]["clocks_after_run"] = clocks_json(bench::query_gpu_clocks());
   }
 
   std::fputs(bench::render_table(report).c_str(), stdout);

@@ -27,8 +27,10 @@ struct CliResult {
   std::string output;  // stdout and stderr together
 };
 
+// One OpenMP thread: these runs check the protocol, not speed, and spinning thread teams on a
+// CI machine shared by parallel tests only make them slow.
 CliResult run_cli(const std::string& args, const std::string& env = "") {
-  const std::string cmd = env + " '" + test::cli_path() + "' " + args + " 2>&1";
+  const std::string cmd = "OMP_NUM_THREADS=1 " + env + " '" + test::cli_path() + "' " + args + " 2>&1";
   CliResult r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return r;

@@ -3,6 +3,7 @@
 #include "bench/scenarios.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <map>
 
@@ -169,6 +170,7 @@ TEST(Scenarios, VariantsAlternateRepByRep) {
 }
 
 TEST(Scenarios, AllScenariosOnTheCpuEngine) {
+  omp_set_num_threads(1);  // the protocol is under test, not speed; thread teams only slow a busy CI machine
   ModelConfig c = test::tiny_config();
   c.max_position_embeddings = 128;
   auto model = test::tiny_model(c, DType::BF16);
