@@ -212,8 +212,12 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   if (f.size() < 4 || std::memcmp(f.data(), "GGUF", 4) != 0) {
     reject_wrong_file(f, "a GGUF file");
     const std::string_view magic(reinterpret_cast<const char*>(f.data()), std::min<size_t>(f.size(), 4));
+    // The pre-GGUF llama.cpp formats wrote their magic as a little-endian uint32.
+    const bool legacy = magic == "lmgg" || magic == "fmgg" || magic == "tjgg" || magic == "algg";
     fail(path, ": not a GGUF file: it begins with \"", printable_prefix(magic, 4), "\", expected the magic \"GGUF\"",
-         f.size() < 4 ? str_cat(" (the file has only ", f.size(), " bytes)") : "");
+         f.size() < 4 ? str_cat(" (the file has only ", f.size(), " bytes)") : "",
+         legacy ? "; this is a pre-GGUF llama.cpp file (GGML/GGMF/GGJT), re-convert the model with a current llama.cpp"
+                : "");
   }
   auto gguf = std::unique_ptr<GgufFile>(new GgufFile());
   gguf->file_ = file;

@@ -148,7 +148,7 @@ ModelConfig parse_config(const GgufFile& gguf) {
     if (id >= 0 && std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end())
       c.eos_token_ids.push_back(id);
   }
-  c.validate(gguf.path());
+  validate_config(c, gguf.path());
   return c;
 }
 
@@ -210,10 +210,9 @@ std::unique_ptr<Model> load_gguf(const std::string& path) {
 
   ModelWeights& w = model->weights;
   w.token_embedding = fetch("token_embd.weight", shapes.embedding);
-  w.layers.resize(c.num_layers);
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = str_cat("blk.", i, ".");
-    LayerWeights& l = w.layers[i];
+    LayerWeights& l = w.layers.emplace_back();
     l.attn_norm = fetch(p + "attn_norm.weight", shapes.norm);
     l.wq = fetch(p + "attn_q.weight", shapes.wq, c.num_heads);
     l.wk = fetch(p + "attn_k.weight", shapes.wk, c.num_kv_heads);

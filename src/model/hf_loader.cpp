@@ -200,7 +200,7 @@ ModelConfig parse_config(const json& root, const std::string& path) {
                    "max_position_embeddings)");
     }
   }
-  c.validate(path);
+  validate_config(c, path);
   return c;
 }
 
@@ -333,10 +333,9 @@ std::unique_ptr<Model> load_hf_directory(const std::string& dir_arg) {
 
   ModelWeights& w = model->weights;
   w.token_embedding = fetch("model.embed_tokens.weight", shapes.embedding);
-  w.layers.resize(c.num_layers);
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = str_cat("model.layers.", i, ".");
-    LayerWeights& l = w.layers[i];
+    LayerWeights& l = w.layers.emplace_back();
     l.attn_norm = fetch(p + "input_layernorm.weight", shapes.norm);
     l.wq = fetch(p + "self_attn.q_proj.weight", shapes.wq);
     l.wk = fetch(p + "self_attn.k_proj.weight", shapes.wk);

@@ -18,7 +18,12 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& where) 
     const size_t line_start = before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
     const size_t column = at - line_start + 1;
     const size_t excerpt_start = at >= 20 ? at - 20 : 0;
-    fail(where, ": malformed JSON at line ", line, ", column ", column, " (byte ", at, "): ", e.what(),
+    // nlohmann's text repeats the position after "column N: "; keep only what went wrong.
+    std::string_view what = e.what();
+    if (size_t col = what.find("column "); col != std::string_view::npos) {
+      if (size_t sep = what.find(": ", col); sep != std::string_view::npos) what.remove_prefix(sep + 2);
+    }
+    fail(where, ": malformed JSON at line ", line, ", column ", column, " (byte ", at, "): ", what,
          "; near \"", printable_prefix(text.substr(excerpt_start, 40), 40), "\"; fix or re-download the file");
   }
 }

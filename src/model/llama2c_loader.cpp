@@ -71,7 +71,9 @@ std::string find_tokenizer_next_to(const fs::path& checkpoint) {
 std::unique_ptr<Model> load_llama2c(const std::string& path) {
   auto file = MappedFile::open(path);
   reject_wrong_file(*file, "a llama2.c checkpoint");
-  const std::string what = str_cat("'", path, "' is not a valid llama2.c checkpoint (and not GGUF or an HF directory)");
+  const bool bin = fs::path(path).extension() == ".bin";
+  const std::string what = str_cat("'", path, "' is not a valid llama2.c checkpoint",
+                                   bin ? "" : " (nor recognised as GGUF or an HF model directory)");
   FUSELM_CHECK(file->size() >= kHeaderBytes, what, ": it has ", file->size(), " bytes, fewer than the ", kHeaderBytes,
                "-byte header");
   FUSELM_CHECK(std::memcmp(file->data(), "ak42", 4) != 0, "'", path,
@@ -114,7 +116,7 @@ std::unique_ptr<Model> load_llama2c(const std::string& path) {
   c.tie_word_embeddings = shared_classifier;
   c.bos_token_id = 1;
   c.eos_token_ids = {2};
-  c.validate(path);
+  validate_config(c, path);
 
   const Layout layout = layout_of(c, h.seq_len);
   const uint64_t without = kHeaderBytes + 4 * layout.total_without_classifier();

@@ -19,6 +19,23 @@ namespace fs = std::filesystem;
 
 namespace loaders {
 
+void validate_config(const ModelConfig& c, const std::string& source) {
+  c.validate(source);
+  FUSELM_CHECK(c.max_position_embeddings > 0, source, ": model config field 'max_position_embeddings' must be positive, found ",
+               c.max_position_embeddings);
+  auto at_most = [&](int v, int max, const char* name) {
+    FUSELM_CHECK(v <= max, source, ": model config field '", name, "' = ", v, " is larger than ", max,
+                 ", beyond any supported model; the file is corrupt or not a Llama-family model");
+  };
+  at_most(c.hidden_size, 1 << 17, "hidden_size");
+  at_most(c.num_layers, 4096, "num_hidden_layers");
+  at_most(c.num_heads, 4096, "num_attention_heads");
+  at_most(c.num_kv_heads, 4096, "num_key_value_heads");
+  at_most(c.head_dim, 4096, "head_dim");
+  at_most(c.intermediate_size, 1 << 20, "intermediate_size");
+  at_most(c.vocab_size, 1 << 24, "vocab_size");
+}
+
 std::string shape_string(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);

@@ -16,6 +16,10 @@ std::unique_ptr<Model> load_gguf(const std::string& path);
 std::unique_ptr<Model> load_llama2c(const std::string& path);
 std::unique_ptr<Model> load_synthetic(const std::string& spec, const LoadOptions& options);
 
+// config.validate(source), plus upper bounds on every dimension (far above any real model) so that
+// a corrupt file cannot make the loader allocate absurd amounts or overflow int arithmetic.
+void validate_config(const ModelConfig& config, const std::string& source);
+
 // "[4096, 128]"
 std::string shape_string(const std::vector<int64_t>& shape);
 

@@ -207,7 +207,7 @@ SyntheticSpec parse_synthetic_spec(const std::string& spec) {
   // A smaller vocab override can leave the preset's special ids out of range: drop those.
   if (c.bos_token_id >= c.vocab_size) c.bos_token_id = -1;
   std::erase_if(c.eos_token_ids, [&](int id) { return id >= c.vocab_size; });
-  c.validate(spec);
+  loaders::validate_config(c, spec);
   return out;
 }
 
