@@ -56,15 +56,16 @@ std::unique_ptr<Tokenizer> find_tokenizer(const GenerateArgs& args, const Model&
 }
 
 int run_generate(const GenerateArgs& args) {
+  // Everything that can be checked without the model is checked before loading it.
   check_sampling_flags(args.sampling, args.max_new_tokens);
   EngineOptions options = args.engine.options();
+  std::vector<int32_t> prompt;
+  if (!args.has_prompt_text) prompt = parse_id_list(args.prompt_ids, "--prompt-ids");
+
   std::unique_ptr<Model> model = args.engine.load(args.model);
   const ModelConfig& config = model->config;
   std::unique_ptr<Tokenizer> tokenizer = find_tokenizer(args, *model);
-
-  std::vector<int32_t> prompt;
   if (!args.has_prompt_text) {
-    prompt = parse_id_list(args.prompt_ids, "--prompt-ids");
     check_prompt(prompt, config, "--prompt-ids");
   } else {
     prompt = tokenizer->encode(args.prompt_text, !args.no_bos);

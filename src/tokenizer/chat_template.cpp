@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <optional>
@@ -1011,7 +1012,18 @@ class Renderer {
         for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) r.push_back(i);
         return {r};
       }
-      template_error(e.line, "function '" + callee.name + "' is not supported (supported: raise_exception, namespace, range, dict)");
+      if (callee.name == "strftime_now") {
+        auto args = positional(e, 1);
+        std::string format = args.empty() ? std::string("%Y-%m-%d") : to_str(args[0]);
+        std::time_t now = std::time(nullptr);
+        std::tm local{};
+        localtime_r(&now, &local);
+        char buf[256];
+        size_t n = std::strftime(buf, sizeof(buf), format.c_str(), &local);
+        return {Json(std::string(buf, n))};
+      }
+      template_error(e.line, "function '" + callee.name +
+                                 "' is not supported (supported: raise_exception, namespace, range, dict, strftime_now)");
     }
     if (callee.kind != Expr::Kind::kAttr) template_error(e.line, "only functions and methods can be called");
     Value obj = eval(*callee.args[0]);
@@ -1233,8 +1245,18 @@ class Renderer {
     template_error(e.line, "filter '" + f + "' is not supported");
   }
 
+  static bool is_builtin_function(const std::string& name) {
+    return name == "raise_exception" || name == "namespace" || name == "range" || name == "dict" ||
+           name == "strftime_now";
+  }
+
   bool test(const Expr& e) {
-    Value v = eval(*e.args[0]);
+    const Expr& subject = *e.args[0];
+    // HF defines its helper functions as globals: `strftime_now is defined` holds.
+    if (subject.kind == Expr::Kind::kName && !find_variable(subject.name) && is_builtin_function(subject.name) &&
+        (e.name == "defined" || e.name == "undefined"))
+      return e.name == "defined";
+    Value v = eval(subject);
     std::optional<Value> arg;
     if (e.args.size() > 1) arg = eval(*e.args[1]);
     return apply_test(e.name, v, arg ? &*arg : nullptr, e.line);

@@ -289,7 +289,10 @@ std::unique_ptr<Tokenizer> gpt2_from_gguf(const GgufFile& f, const GgufVocab& v)
         {"single", json::array({{{"SpecialToken", {{"id", bos}}}}, {{"Sequence", {{"id", "A"}}}}})},
         {"special_tokens", {{bos, {{"id", bos}, {"ids", {v.bos}}, {"tokens", {bos}}}}}}};
   }
-  return make_hf_tokenizer(root, f.path());
+  json config = json::object();
+  if (v.bos >= 0) config["bos_token"] = v.tokens[v.bos];
+  if (v.eos >= 0) config["eos_token"] = v.tokens[v.eos];
+  return make_hf_tokenizer(root, f.path(), config);
 }
 
 }  // namespace

@@ -172,7 +172,6 @@ struct DecoderStep {
   bool prepend = true;  // Metaspace strips the first token's space unless prepend_scheme is never
 };
 
-// Converts a string of U+2581 / space etc. per Metaspace decoding.
 class HfTokenizer final : public Tokenizer {
  public:
   HfTokenizer(const json& root, const std::string& path) : path_(path) {
@@ -389,30 +388,31 @@ class HfTokenizer final : public Tokenizer {
       }
     }
     cut_at_spaces_ = !byte_level_ && !ignore_merges_ && space_runs_are_word_starts(texts_, kSpaceSymbol);
-    // Byte-level decoders turn tokens into raw bytes; SentencePiece-style ones turn "<0xXX>" into
-    // a byte (ByteFallback), so keep the text form for those and convert while decoding.
     const json& merges = model.at("merges");
     merges_.reserve(merges.size() * 2);
     int32_t rank = 0;
+    std::string joined;
     for (const auto& m : merges) {
-      std::string left, right;
+      std::string_view left, right;
       if (m.is_string()) {
-        const std::string& s = m.get_ref<const std::string&>();
+        std::string_view s = m.get_ref<const std::string&>();
         size_t space = s.find(' ');
         FUSELM_CHECK(space != std::string::npos && s.find(' ', space + 1) == std::string::npos, "tokenizer.json '",
                      path_, "': merge ", rank, " \"", s, "\" is not two tokens separated by one space");
         left = s.substr(0, space);
         right = s.substr(space + 1);
       } else {
-        FUSELM_CHECK(m.is_array() && m.size() == 2, "tokenizer.json '", path_, "': merge ", rank,
-                     " must be \"a b\" or [\"a\", \"b\"], found ", m.dump());
-        left = m[0];
-        right = m[1];
+        FUSELM_CHECK(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(), "tokenizer.json '", path_,
+                     "': merge ", rank, " must be \"a b\" or [\"a\", \"b\"], found ", m.dump());
+        left = m[0].get_ref<const std::string&>();
+        right = m[1].get_ref<const std::string&>();
       }
-      int32_t a = token_id(left), b = token_id(right), merged = token_id(left + right);
+      joined.assign(left);
+      joined.append(right);
+      int32_t a = token_id(left), b = token_id(right), merged = token_id(joined);
       FUSELM_CHECK(a >= 0 && b >= 0 && merged >= 0, "tokenizer.json '", path_, "': merge ", rank, " (\"", left,
                    "\" + \"", right, "\") uses or produces a token missing from the vocabulary");
-      merges_.emplace(pair_key(a, b), BpeMerge{rank, merged});
+      merges_.insert_or_assign(pair_key(a, b), BpeMerge{rank, merged});  // a repeated pair keeps its last rank, as HF does
       ++rank;
     }
   }
@@ -791,9 +791,12 @@ class HfTokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> make_hf_tokenizer(const nlohmann::json& root, const std::string& path) {
+std::unique_ptr<Tokenizer> make_hf_tokenizer(const nlohmann::json& root, const std::string& path,
+                                             const nlohmann::json& config) {
   try {
-    return std::make_unique<HfTokenizer>(root, path);
+    auto tok = std::make_unique<HfTokenizer>(root, path);
+    if (config.is_object()) tok->apply_config(config);
+    return tok;
   } catch (const json::exception& e) {
     fail("tokenizer '", path, "' has an unexpected structure: ", e.what());
   }

@@ -116,8 +116,10 @@ std::unique_ptr<Tokenizer> load_tiktoken_tokenizer(const std::string& path);
 // `config_path`: tokenizer_config.json beside it (bos/eos names), or empty.
 std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path, const std::string& config_path);
 // Builds the HF tokenizer from an already-parsed tokenizer.json document (also used for GGUF
-// "gpt2" vocabularies, which are translated into one); `path` is used in messages.
-std::unique_ptr<Tokenizer> make_hf_tokenizer(const nlohmann::json& root, const std::string& path);
+// "gpt2" vocabularies, which are translated into one); `path` is used in messages; `config` is
+// what tokenizer_config.json would hold (bos_token, eos_token), or null.
+std::unique_ptr<Tokenizer> make_hf_tokenizer(const nlohmann::json& root, const std::string& path,
+                                             const nlohmann::json& config);
 std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path);
 // Split regexes of the BPE families (meta-llama/llama-models tokenizer.py, Qwen2, GPT-2).
 extern const char* const kLlama3Pattern;

@@ -93,3 +93,97 @@ TEST(ChatTemplate, UnsupportedConstructsAreNamed) {
 
 }  // namespace
 }  // namespace fuselm
+
+namespace fuselm {
+namespace {
+
+// A tool-calling template in the style of recent Llama releases (system-message extraction,
+// tools as indented JSON, tool calls and tool results), written for this test.
+const char* const kToolTemplate = R"JINJA({%- if not date_string is defined %}
+    {%- if strftime_now is defined %}
+        {%- set date_string = strftime_now("%d %b %Y") %}
+    {%- else %}
+        {%- set date_string = "1 Jan 2024" %}
+    {%- endif %}
+{%- endif %}
+{%- if not tools is defined %}
+    {%- set tools = none %}
+{%- endif %}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+{{- bos_token }}
+{{- "<|start_header_id|>system<|end_header_id|>\n\n" }}
+{%- if tools is not none %}
+    {{- "Environment: ipython\n" }}
+{%- endif %}
+{{- "Today Date: " + date_string + "\n\n" }}
+{%- if tools is not none %}
+    {%- for t in tools %}
+        {{- t | tojson(indent=4) }}
+        {{- "\n\n" }}
+    {%- endfor %}
+{%- endif %}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+{%- for message in messages %}
+    {%- if not (message.role == 'ipython' or message.role == 'tool' or 'tool_calls' in message) %}
+        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}
+    {%- elif 'tool_calls' in message %}
+        {%- if not message.tool_calls|length == 1 %}
+            {{- raise_exception("only single tool calls") }}
+        {%- endif %}
+        {%- set tool_call = message.tool_calls[0].function %}
+        {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
+        {{- '{"name": "' + tool_call.name + '", "parameters": ' + tool_call.arguments | tojson + "}<|eot_id|>" }}
+    {%- else %}
+        {{- "<|start_header_id|>ipython<|end_header_id|>\n\n" }}
+        {%- if message.content is mapping or message.content is iterable %}
+            {{- message.content | tojson }}
+        {%- else %}
+            {{- message.content }}
+        {%- endif %}
+        {{- "<|eot_id|>" }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
+{%- endif %}
+)JINJA";
+
+TEST(ChatTemplate, ToolCallingTemplate) {
+  Json tools = Json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
+  Json messages = Json::parse(R"([
+    {"role": "system", "content": " Be brief. "},
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+    {"role": "tool", "content": {"temp_c": 21.5}}
+  ])");
+  Json ctx = {{"messages", messages}, {"tools", tools}, {"add_generation_prompt", true}, {"bos_token", "<|begin_of_text|>"},
+              {"date_string", "2 Feb 2025"}};
+  const std::string expected =
+      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nToday Date: 2 Feb 2025\n\n"
+      "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"get_weather\",\n        \"parameters\": {\n"
+      "            \"type\": \"object\",\n            \"properties\": {\n                \"city\": {\n"
+      "                    \"type\": \"string\"\n                }\n            },\n            \"required\": [\n"
+      "                \"city\"\n            ]\n        }\n    }\n}\n\n"
+      "Be brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWeather in Paris?<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}"
+      "<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n\n{\"temp_c\": 21.5}<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  EXPECT_EQ(render(kToolTemplate, ctx), expected);
+  // Without a date, HF's strftime_now global supplies today's date (so the fallback is unused).
+  Json no_date = ctx;
+  no_date.erase("date_string");
+  EXPECT_EQ(render(kToolTemplate, no_date).find("1 Jan 2024"), std::string::npos);
+  Json two_calls = ctx;
+  two_calls["messages"][2]["tool_calls"].push_back(two_calls["messages"][2]["tool_calls"][0]);
+  EXPECT_THROW(render(kToolTemplate, two_calls), Error);
+}
+
+}  // namespace
+}  // namespace fuselm

@@ -208,6 +208,7 @@ TEST(GgufGpt2, ByteLevelVocabularyWithMerges) {
   w.add_string("tokenizer.chat_template", "{% for m in messages %}{{ m.content }}{% endfor %}");
   auto tok = load_tokenizer(write_temp("gpt2.gguf", w.bytes()));
   EXPECT_EQ(tok->vocab_size(), 260);
+  EXPECT_EQ(tok->eos_ids()[0], 259);
   EXPECT_EQ(tok->encode(" the the", false), (std::vector<int32_t>{258, 258}));
   EXPECT_EQ(tok->encode("the", false), (std::vector<int32_t>{'t', 257}));
   EXPECT_EQ(tok->encode("x<|endoftext|>", false, true), (std::vector<int32_t>{'x', 259}));
