@@ -1,6 +1,6 @@
 #pragma once
-// Helpers for GPU kernel tests: skipping without a device, device arrays, poisoning, random host
-// data in any dtype, and element-wise comparison with a stated tolerance.
+// Shared pieces of the GPU kernel tests: skipping without a device, device arrays, poisoning,
+// random host data in any dtype, and element-wise comparison with a stated tolerance.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
