@@ -15,6 +15,7 @@
 #include "bench/scenarios.h"
 #include "cli/command.h"
 #include "cli/common.h"
+#include "model/loader.h"
 #include "core/error.h"
 #include "runtime/engine.h"
 
@@ -132,7 +133,9 @@ int run_bench(const BenchArgs& a) {
     if (info.environment.gpu) clocks_after_peak = bench::query_gpu_clocks();  // clocks under load, not idle
   }
 
-  std::unique_ptr<Model> model = load_model_for(a.model, device);
+  LoadOptions load_options;
+  load_options.materialize_synthetic = device == DeviceKind::Cpu;  // the CUDA engine generates on the device
+  std::unique_ptr<Model> model = load_model(a.model, load_options);
 
   const bench::EngineNeeds needs = bench::engine_needs(scenarios, a.options);
   std::vector<std::unique_ptr<Engine>> engines;
