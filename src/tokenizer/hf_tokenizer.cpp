@@ -387,12 +387,14 @@ class HfTokenizer final : public Tokenizer {
     }
     std::vector<int32_t> ids;
     if (add_bos) ids.insert(ids.end(), template_prefix_.begin(), template_prefix_.end());
-    const SpecialMatcher& matcher = parse_special ? all_added_ : non_special_added_;
+    // Added tokens with normalized=false are found in the raw text, the others in the normalized
+    // fragments between them (HF's AddedVocabulary::extract_and_normalize).
+    const SpecialMatcher& matcher = parse_special ? raw_added_all_ : raw_added_plain_;
     bool at_input_start = true;
     matcher.split(
         text,
         [&](std::string_view fragment) {
-          encode_fragment(fragment, at_input_start && fragment.data() == text.data(), ids);
+          encode_fragment(fragment, at_input_start && fragment.data() == text.data(), parse_special, ids);
           at_input_start = false;
         },
         [&](int32_t id) {
@@ -612,8 +614,9 @@ class HfTokenizer final : public Tokenizer {
       text_ids_[content] = id;
       bool special = t.value("special", false);
       SpecialMatcher::Token match{id, t.value("lstrip", false), t.value("rstrip", false), t.value("single_word", false)};
-      all_added_.add(content, match);
-      if (!special) non_special_added_.add(content, match);
+      const bool normalized = t.value("normalized", !special);  // HF's default for an AddedToken
+      (normalized ? normalized_added_all_ : raw_added_all_).add(content, match);
+      if (!special) (normalized ? normalized_added_plain_ : raw_added_plain_).add(content, match);
       if (special) special_ids_.push_back(id);
     }
     special_.assign(texts_.size(), false);
@@ -723,8 +726,24 @@ class HfTokenizer final : public Tokenizer {
     return s;
   }
 
-  void encode_fragment(std::string_view fragment, bool at_input_start, std::vector<int32_t>& ids) const {
-    std::string normalized = normalize(fragment);
+  void encode_fragment(std::string_view fragment, bool at_input_start, bool parse_special,
+                       std::vector<int32_t>& ids) const {
+    const std::string normalized = normalize(fragment);
+    const SpecialMatcher& matcher = parse_special ? normalized_added_all_ : normalized_added_plain_;
+    if (matcher.empty()) {
+      encode_normalized(normalized, at_input_start, ids);
+      return;
+    }
+    matcher.split(
+        normalized,
+        [&](std::string_view part) {
+          encode_normalized(part, at_input_start && part.data() == normalized.data(), ids);
+        },
+        [&](int32_t id) { ids.push_back(id); });
+  }
+
+  // Pre-tokenizes normalized text and runs the model on each word.
+  void encode_normalized(std::string_view normalized, bool at_input_start, std::vector<int32_t>& ids) const {
     std::deque<std::string> arena;  // owns rewritten pieces
     std::vector<std::string_view> pieces{normalized};
     std::vector<std::string_view> next;
@@ -963,7 +982,9 @@ class HfTokenizer final : public Tokenizer {
   std::vector<int32_t> special_ids_;
   PieceMap model_ids_, text_ids_;
   std::unordered_map<uint64_t, BpeMerge> merges_;
-  SpecialMatcher all_added_, non_special_added_;
+  // Added tokens matched in the raw text (normalized=false) or in normalized text; all of them
+  // (parse_special) or only the non-special ones.
+  SpecialMatcher raw_added_all_, raw_added_plain_, normalized_added_all_, normalized_added_plain_;
   std::vector<int32_t> template_prefix_, template_suffix_;
   int32_t bos_ = -1;
   std::vector<int32_t> eos_;
