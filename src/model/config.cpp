@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace fuselm {
@@ -47,7 +48,7 @@ std::vector<float> rope_inv_freq(const RopeConfig& rope, int head_dim) {
         break;
       }
     }
-    inv[i] = static_cast<float>(f);
+    inv[i] = rope.bf16_inv_freq ? round_to(DType::BF16, static_cast<float>(f)) : static_cast<float>(f);
   }
   return inv;
 }

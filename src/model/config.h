@@ -15,6 +15,10 @@ struct RopeConfig {
   float low_freq_factor = 1.0f;      // llama3
   float high_freq_factor = 4.0f;     // llama3
   int original_max_position = 8192;  // llama3
+  // Round the inverse frequencies to bf16, as HF transformers does once a model has been cast with
+  // model.to(torch.bfloat16) (inv_freq is a buffer and is cast with the weights). Not read from any
+  // file: set it to reproduce references computed that way; off = exact fp32 frequencies.
+  bool bf16_inv_freq = false;
 };
 
 struct ModelConfig {

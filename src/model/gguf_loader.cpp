@@ -195,7 +195,9 @@ std::unique_ptr<Model> load_gguf(const std::string& path) {
     }
     if (w.dtype == DType::Q8_0) {
       auto* dst = reinterpret_cast<float*>(model->allocate(numel * sizeof(float)));
-      dequantize_q8_0(src, numel, dst);
+      // Row by row in parallel: an 8B model holds billions of values.
+#pragma omp parallel for schedule(static)
+      for (int64_t r = 0; r < rows; ++r) dequantize_q8_0(src + r * row_bytes, cols, dst + r * cols);
       w.dtype = DType::F32;
       w.data = dst;
     } else if (rope_heads > 0) {

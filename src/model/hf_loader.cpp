@@ -285,7 +285,7 @@ void set_tokenizer_hint(Model& model, const fs::path& dir) {
 std::unique_ptr<Model> load_hf_directory(const std::string& dir_arg) {
   // Normalised so that parent_path() is the folder holding the model even for "dir/".
   fs::path dir = fs::path(dir_arg).lexically_normal();
-  if (dir.has_filename() == false && dir.has_parent_path()) dir = dir.parent_path();
+  if (!dir.has_filename() && dir.has_parent_path()) dir = dir.parent_path();
   const fs::path config_path = dir / "config.json";
   if (!fs::exists(config_path)) {
     std::string hint;

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 
 #include "core/error.h"
@@ -132,8 +133,9 @@ std::unique_ptr<Model> load_model(const std::string& spec, const LoadOptions& op
   if (fs::is_directory(status)) {
     model = loaders::load_hf_directory(spec);
   } else {
-    auto file = MappedFile::open(spec);
-    const bool gguf_magic = file->size() >= 4 && std::memcmp(file->data(), "GGUF", 4) == 0;
+    char magic[4] = {};
+    std::ifstream(spec, std::ios::binary).read(magic, sizeof magic);
+    const bool gguf_magic = std::memcmp(magic, "GGUF", 4) == 0;
     if (gguf_magic || has_extension(path, ".gguf")) {
       model = loaders::load_gguf(spec);
     } else if (has_extension(path, ".safetensors") || path.filename() == "config.json") {

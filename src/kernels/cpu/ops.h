@@ -1,5 +1,6 @@
 #pragma once
-// CPU reference kernels: fp32 compute on weights of any stored dtype (F32, F16, BF16).
+// CPU reference kernels: fp32 compute on weights of any stored dtype (F32, F16, BF16; Q8_0 for
+// matmul and embedding, whose rows are whole 32-value blocks).
 // Clear over clever, threaded with OpenMP; every GPU kernel is tested against these.
 // Kernels know nothing of the model: they take raw buffers, dtypes and sizes.
 #include <cstdint>

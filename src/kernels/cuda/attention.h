@@ -3,6 +3,11 @@
 // Both kernels read K/V from the cache; the new tokens' K/V must already be written there.
 // Determinism: the reduction order depends only on each sequence's own length and the fixed
 // split size, never on the batch composition, so a sequence's output is the same in any batch.
+// No atomics anywhere: partial results are merged in a fixed order (warps, then splits).
+// Launchers check shapes on the host and return a failed Status; they never throw or sync.
+// Device-side lengths that contradict the block table (kv_len past max_blocks_per_seq *
+// block_size, fewer cached than new tokens, more splits than planned) produce NaN outputs for
+// that sequence instead of reads outside the cache.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -26,6 +31,8 @@ struct AttentionShape {
 // kv_lens[b] (device): tokens of b in the cache including the new ones. The new tokens of b are
 // positions kv_lens[b] - (q_starts[b+1]-q_starts[b]) .. kv_lens[b]-1; each attends to every cache
 // position up to its own. max_q_len bounds q_starts[b+1]-q_starts[b] (sizes the grid).
+// Tensor cores (mma.sync m16n8k16, fp32 accumulate); all query heads of a GQA group share each
+// K/V tile read.
 Status prefill_attention(const void* q, void* out, DType dtype, const AttentionShape& shape,
                          const PagedKvView& kv, const int32_t* q_starts, const int32_t* kv_lens,
                          int batch, int max_q_len, cudaStream_t stream);
@@ -33,7 +40,8 @@ Status prefill_attention(const void* q, void* out, DType dtype, const AttentionS
 // Split-KV decode: one new token per sequence. q, out: [batch, n_heads, head_dim];
 // kv_lens[b] (device) includes the new token. Each sequence's cache is cut into fixed chunks of
 // `split_tokens` tokens (a multiple of the block size); partial results go to `workspace`, then a
-// combine step merges them in a fixed order.
+// combine step merges them in split order, so results are bitwise independent of the batch.
+// kv_lens[b] == 0 gives zeros. Requires kv_lens[b] <= max_splits_per_seq * split_tokens.
 struct DecodeAttentionPlan {
   int split_tokens = 256;       // fixed: never chosen from the batch
   int max_splits_per_seq = 0;   // ceil(max_seq_len / split_tokens)

@@ -1,0 +1,121 @@
+#pragma once
+// Benchmark scenarios over the Engine interface. Each scenario is a function that runs one
+// repetition on one engine and returns raw per-step samples; the driver repeats it after warm-up
+// and, when comparing variants, alternates them repetition by repetition in one process.
+//
+// Timing: a steady clock around Engine calls. forward_sample returns the sampled tokens on the
+// host, so it returns only once the device has finished the step; every timed interval therefore
+// covers the whole step including sampling. Prompts are token ids (tokenization is excluded),
+// deterministic pseudo-random in [0, vocab); sampling is greedy and end-of-sequence tokens are
+// ignored, so every run generates exactly the requested number of tokens.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bench/cost_model.h"
+#include "runtime/engine.h"
+
+namespace fuselm::bench {
+
+class Progress;
+
+enum class Scenario { Latency, Throughput, Prefill, Depth };
+std::string scenario_name(Scenario s);
+// "all" or a comma-separated list of latency, throughput, prefill, depth (in the order given).
+std::vector<Scenario> parse_scenarios(const std::string& list);
+
+struct BenchOptions {
+  int reps = 5;    // timed repetitions of every configuration
+  int warmup = 1;  // untimed repetitions before them
+  // latency: one sequence
+  int prompt_len = 512;
+  int gen_len = 128;
+  // throughput: a batch sweep at fixed lengths
+  std::vector<int> batches = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  int batch_prompt_len = 128;
+  int batch_gen_len = 64;
+  // prefill: one prompt per length
+  std::vector<int> prefill_lens = {128, 512, 2048, 8192};
+  // depth: decode after prefilling to a KV depth
+  std::vector<int> depths = {0, 4096, 16384, 32768};
+  int depth_gen_len = 32;
+  // Most tokens per forward call when prefilling a batch or a depth (longer prompts are chunked).
+  int max_prefill_tokens = 8192;
+  uint64_t seed = 0x5eedf00d;
+
+  // Throws Error naming the bad option.
+  void validate(std::span<const Scenario> scenarios) const;
+};
+
+// What engines must hold for the chosen scenarios (EngineOptions fields).
+struct EngineNeeds {
+  int max_batch = 1;
+  int max_seq_len = 1;
+  int max_prefill_tokens = 1;
+};
+EngineNeeds engine_needs(std::span<const Scenario> scenarios, const BenchOptions& options);
+
+// `len` token ids in [0, vocab), a pure function of (seed, stream).
+std::vector<int32_t> make_prompt(int vocab, int len, uint64_t seed, uint64_t stream);
+
+// ---- raw results: every sample kept ----
+struct LatencyRep {
+  double ttft_ms = 0;           // prompt in, first token out
+  double e2e_ms = 0;            // prompt in, last token out
+  std::vector<double> itl_ms;   // gen_len - 1 gaps between consecutive output tokens
+};
+struct LatencyResult {
+  int prompt_len = 0, gen_len = 0;
+  std::vector<LatencyRep> reps;
+};
+
+struct ThroughputRep {
+  double wall_ms = 0;           // first prefill call to last token
+  double prefill_ms = 0;        // prefill of every prompt (yields each sequence's first token)
+  std::vector<double> step_ms;  // batch_gen_len - 1 decode steps of the whole batch
+};
+struct ThroughputResult {
+  int batch = 0, prompt_len = 0, gen_len = 0;
+  std::vector<ThroughputRep> reps;
+};
+
+struct PrefillResult {
+  int tokens = 0;
+  std::vector<double> ms;  // one per repetition: the prompt in, its first token out
+};
+
+struct DepthRep {
+  std::vector<double> step_ms;  // depth_gen_len single-token steps starting at the depth
+};
+struct DepthResult {
+  int depth = 0, gen_len = 0;
+  std::vector<DepthRep> reps;
+};
+
+struct VariantResults {
+  std::optional<LatencyResult> latency;
+  std::vector<ThroughputResult> throughput;
+  std::vector<PrefillResult> prefill;
+  std::vector<DepthResult> depth;
+};
+
+// ---- one repetition on one engine ----
+LatencyRep run_latency_once(Engine& engine, std::span<const int32_t> prompt, int gen_len, int max_prefill_tokens);
+ThroughputRep run_throughput_once(Engine& engine, std::span<const std::vector<int32_t>> prompts, int gen_len,
+                                  int max_prefill_tokens);
+double run_prefill_once(Engine& engine, std::span<const int32_t> prompt, int max_prefill_tokens);
+// Prefills `context` (untimed; none for depth 0, where `start_token` is fed first), then times
+// `gen_len` single-token decode steps.
+DepthRep run_depth_once(Engine& engine, std::span<const int32_t> context, int32_t start_token, int gen_len,
+                        int max_prefill_tokens);
+
+// Runs the scenarios over every engine. With several engines, each configuration's warm-up and
+// repetitions alternate between them (ABBA order: A B, B A, A B, ...), so drift in clocks or
+// temperature lands on both alike. Returns one result set per engine, in order.
+std::vector<VariantResults> run_scenarios(std::span<Engine* const> engines, std::span<const std::string> names,
+                                          std::span<const Scenario> scenarios, const BenchOptions& options,
+                                          Progress* progress);
+
+}  // namespace fuselm::bench

@@ -1,0 +1,321 @@
+// Split-KV paged decode attention (one query token per sequence), in two kernels:
+//
+// 1. decode_split_kernel: grid (split, kv head x head tile, sequence). A CTA attends the (up to) 16
+//    query heads of one GQA group to one fixed-size chunk of one sequence's cache, so every K/V
+//    byte of that chunk is read once for the whole group. K/V move global -> shared with 16-byte
+//    cp.async copies through a ring of 64-key stages (2 or 3: attention_variants.h), so one or two
+//    stages are in flight while one is consumed; S = QK^T and PV run on tensor cores (the group's
+//    heads are the 16 rows of the mma tile, padded with zero rows). The four warps take fixed
+//    16-key slices of each stage and are merged in warp order; the normalised partial output and
+//    its log2-sum-exp go to the workspace.
+// 2. decode_combine_kernel: merges a sequence's splits in split order.
+//
+// Decode is memory-bound (each K/V byte feeds group * 4 FLOPs), so tensor cores are used for
+// their issue economy, not their rate: one mma replaces the 16-lane shuffle reductions a
+// CUDA-core dot product would need per (token, head).
+#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_variants.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace fuselm {
+namespace attention_detail {
+namespace {
+
+template <int HEAD_DIM, int STAGES>
+struct DecodeConfig {
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kRows = 16;  // query heads per CTA (one mma row tile)
+  static constexpr int kKeys = 64;  // keys per K/V stage, 16 per warp
+  static constexpr int kQTileBytes = kRows * HEAD_DIM * 2;
+  static constexpr int kKvTileBytes = kKeys * HEAD_DIM * 2;
+  // After the key loop the K/V stages are reused to merge the warps' fp32 states; rows are padded
+  // by 4 floats so that the quads of a warp land on different banks.
+  static constexpr int kMergeStride = HEAD_DIM + 4;
+  static constexpr int kMergeBytes = (kWarps * kRows * kMergeStride + kWarps * kRows * 2) * 4;
+  static constexpr int kSmemBytes = kQTileBytes + 2 * STAGES * kKvTileBytes;
+  static_assert(kMergeBytes <= 2 * STAGES * kKvTileBytes, "the merge area must fit in the K/V stages");
+};
+
+constexpr int kCombineHeads = 4;  // heads per combine CTA
+
+// Lengths a sequence must satisfy; both kernels skip it otherwise and the combine writes NaN.
+__device__ __forceinline__ bool decode_length_ok(int kv_len, int64_t capacity, int split_tokens, int max_splits) {
+  return kv_len <= capacity && (kv_len + split_tokens - 1) / split_tokens <= max_splits;
+}
+
+template <class T, int HEAD_DIM, int STAGES>
+__global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
+    decode_split_kernel(const uint16_t* __restrict__ q, const uint16_t* __restrict__ k_pool,
+                        const uint16_t* __restrict__ v_pool, PagedKvLayout layout,
+                        const int32_t* __restrict__ block_tables, int max_blocks_per_seq,
+                        const int32_t* __restrict__ kv_lens, int n_heads, int group, int head_tiles, int split_tokens,
+                        int max_splits, float scale_log2, float* __restrict__ partial_out,
+                        float* __restrict__ partial_lse) {
+  using Cfg = DecodeConfig<HEAD_DIM, STAGES>;
+  constexpr int kChunks = HEAD_DIM / 8;
+  extern __shared__ __align__(128) uint8_t smem[];
+
+  const int seq = blockIdx.z;
+  const int kv_head = blockIdx.y / head_tiles;
+  const int head_tile = blockIdx.y % head_tiles;
+  const int split = blockIdx.x;
+  const int kv_len = kv_lens[seq];
+  if (kv_len <= 0 ||
+      !decode_length_ok(kv_len, static_cast<int64_t>(max_blocks_per_seq) * layout.block_size, split_tokens, max_splits))
+    return;
+  const int n_splits = (kv_len + split_tokens - 1) / split_tokens;
+  if (split >= n_splits) return;
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int head0 = kv_head * group + head_tile * Cfg::kRows;
+  const int n_rows = min(Cfg::kRows, group - head_tile * Cfg::kRows);
+  const int split_begin = split * split_tokens;
+  const int split_end = min(kv_len, split_begin + split_tokens);
+  const int n_steps = (split_end - split_begin + Cfg::kKeys - 1) / Cfg::kKeys;
+  const int32_t* block_table = block_tables + static_cast<int64_t>(seq) * max_blocks_per_seq;
+  const int block_shift = __ffs(layout.block_size) - 1;
+
+  const uint32_t q_tile = smem_addr(smem);
+  auto k_tile = [&](int stage) { return q_tile + Cfg::kQTileBytes + stage * 2 * Cfg::kKvTileBytes; };
+  auto v_tile = [&](int stage) { return k_tile(stage) + Cfg::kKvTileBytes; };
+  auto load_kv = [&](int step, int stage) {
+    const int first = split_begin + step * Cfg::kKeys;
+    load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(k_tile(stage), k_pool, layout, block_table, block_shift, kv_head,
+                                                      first, split_end, tid);
+    load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(v_tile(stage), v_pool, layout, block_table, block_shift, kv_head,
+                                                      first, split_end, tid);
+  };
+
+  // Prologue: the group's query vectors (contiguous in q; rows past the group zero-filled) with
+  // the first K/V stage as commit group 0, then stages 1 .. STAGES-2 as one group each.
+  static_assert((Cfg::kRows * kChunks) % Cfg::kThreads == 0, "Q chunks must split evenly over the threads");
+#pragma unroll
+  for (int i = 0; i < Cfg::kRows * kChunks / Cfg::kThreads; ++i) {
+    const int idx = tid + i * Cfg::kThreads;
+    const int r = idx / kChunks;
+    const int chunk = idx % kChunks;
+    const bool valid = r < n_rows;
+    const uint16_t* src = valid ? q + (static_cast<int64_t>(seq) * n_heads + head0 + r) * HEAD_DIM + chunk * 8 : q;
+    cp_async_16(q_tile + SwizzledTile<HEAD_DIM>::offset(r, chunk), src, valid);
+  }
+#pragma unroll
+  for (int stage = 0; stage < STAGES - 1; ++stage) {
+    // Empty groups past the split keep the group count, and so the wait below, uniform.
+    if (stage < n_steps) load_kv(stage, stage);
+    cp_async_commit();
+  }
+
+  const int last_visible[1][2] = {{split_end - 1, split_end - 1}};
+  WarpState<HEAD_DIM, 1> st;
+  st.init();
+  QOperand<HEAD_DIM, 1, true> q_operand;
+
+  for (int step = 0; step < n_steps; ++step) {
+    // Groups 0..step are complete once at most STAGES-2 newer ones are pending. After the barrier
+    // stage step % STAGES is visible to all, and no warp still reads stage (step-1) % STAGES,
+    // which the prefetch below overwrites.
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    if (step == 0) q_operand.load(q_tile, 0, lane);
+    const int next = step + STAGES - 1;
+    if (next < n_steps) load_kv(next, next % STAGES);
+    cp_async_commit();
+
+    const int stage = step % STAGES;
+    const int key_pos0 = split_begin + step * Cfg::kKeys + warp * 16;
+    if (key_pos0 >= split_end) continue;
+    warp_attend<T, HEAD_DIM, 16>(st, q_operand, k_tile(stage), v_tile(stage), warp * 16, key_pos0, last_visible,
+                                 key_pos0 + 15 >= split_end, scale_log2, lane);
+  }
+
+  // Merge the four warps' states in warp order. The barrier also retires every read of the K/V
+  // stages, which the merge area overwrites.
+  cp_async_wait<0>();
+  __syncthreads();
+  float* merge_o = reinterpret_cast<float*>(smem + Cfg::kQTileBytes);           // [warp][row][kMergeStride]
+  float* merge_stats = merge_o + Cfg::kWarps * Cfg::kRows * Cfg::kMergeStride;  // [warp][row][max, sum]
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = lane / 4 + 8 * r;
+    const float sum = quad_sum(st.row_sum[0][r]);
+    if ((lane & 3) == 0) {
+      merge_stats[(warp * Cfg::kRows + row) * 2 + 0] = st.row_max[0][r];
+      merge_stats[(warp * Cfg::kRows + row) * 2 + 1] = sum;
+    }
+    float* dst = merge_o + (warp * Cfg::kRows + row) * Cfg::kMergeStride + 2 * (lane & 3);
+#pragma unroll
+    for (int n = 0; n < HEAD_DIM / 8; ++n)
+      *reinterpret_cast<float2*>(dst + n * 8) = make_float2(st.o[0][n][2 * r], st.o[0][n][2 * r + 1]);
+  }
+  __syncthreads();
+
+  constexpr int kQuads = HEAD_DIM / 4;  // float4 groups per row
+  for (int idx = tid; idx < Cfg::kRows * kQuads; idx += Cfg::kThreads) {
+    const int row = idx / kQuads;
+    const int d = (idx % kQuads) * 4;
+    if (row >= n_rows) continue;
+    // Warp 0 always holds the split's first key, so the merged max is finite.
+    float merged_max = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < Cfg::kWarps; ++w) merged_max = fmaxf(merged_max, merge_stats[(w * Cfg::kRows + row) * 2]);
+    float sum = 0.0f;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int w = 0; w < Cfg::kWarps; ++w) {
+      // A warp that saw no visible key has max -inf and weight exp2(-inf) = 0.
+      const float weight = exp2f(merge_stats[(w * Cfg::kRows + row) * 2] - merged_max);
+      sum += merge_stats[(w * Cfg::kRows + row) * 2 + 1] * weight;
+      const float4 o = *reinterpret_cast<const float4*>(merge_o + (w * Cfg::kRows + row) * Cfg::kMergeStride + d);
+      acc.x += o.x * weight;
+      acc.y += o.y * weight;
+      acc.z += o.z * weight;
+      acc.w += o.w * weight;
+    }
+    const float inv_sum = 1.0f / sum;
+    const int64_t slot = (static_cast<int64_t>(seq) * n_heads + head0 + row) * max_splits + split;
+    *reinterpret_cast<float4*>(partial_out + slot * HEAD_DIM + d) =
+        make_float4(acc.x * inv_sum, acc.y * inv_sum, acc.z * inv_sum, acc.w * inv_sum);
+    if (d == 0) partial_lse[slot] = merged_max + log2f(sum);
+  }
+}
+
+// out = sum_s 2^lse_s * partial_s / sum_s 2^lse_s over a sequence's splits, in split order.
+template <class T, int HEAD_DIM>
+__global__ void __launch_bounds__(HEAD_DIM / 4 * kCombineHeads)
+    decode_combine_kernel(const float* __restrict__ partial_out, const float* __restrict__ partial_lse,
+                          uint16_t* __restrict__ out, const int32_t* __restrict__ kv_lens, int n_heads,
+                          int split_tokens, int max_splits, int64_t capacity) {
+  const int seq = blockIdx.y;
+  const int head = blockIdx.x * kCombineHeads + threadIdx.y;
+  if (head >= n_heads) return;
+  const int d = threadIdx.x * 4;
+  const int kv_len = kv_lens[seq];
+  const int64_t row = static_cast<int64_t>(seq) * n_heads + head;
+  uint16_t* dst = out + row * HEAD_DIM + d;
+
+  float result[4];
+  if (kv_len <= 0) {  // nothing to attend to
+    for (float& r : result) r = 0.0f;
+  } else if (!decode_length_ok(kv_len, capacity, split_tokens, max_splits)) {
+    for (float& r : result) r = NAN;
+  } else {
+    const int n_splits = (kv_len + split_tokens - 1) / split_tokens;
+    const float* lse = partial_lse + row * max_splits;
+    const float* part = partial_out + row * max_splits * HEAD_DIM + d;
+    float max_lse = -INFINITY;
+    for (int s = 0; s < n_splits; ++s) max_lse = fmaxf(max_lse, lse[s]);
+    float sum = 0.0f;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int s = 0; s < n_splits; ++s) {
+      const float weight = exp2f(lse[s] - max_lse);
+      const float4 o = *reinterpret_cast<const float4*>(part + static_cast<int64_t>(s) * HEAD_DIM);
+      sum += weight;
+      acc.x += o.x * weight;
+      acc.y += o.y * weight;
+      acc.z += o.z * weight;
+      acc.w += o.w * weight;
+    }
+    const float inv_sum = 1.0f / sum;
+    result[0] = acc.x * inv_sum;
+    result[1] = acc.y * inv_sum;
+    result[2] = acc.z * inv_sum;
+    result[3] = acc.w * inv_sum;
+  }
+  *reinterpret_cast<uint2*>(dst) = make_uint2(Mma<T>::pack(result[0], result[1]), Mma<T>::pack(result[2], result[3]));
+}
+
+template <class F>
+Status dispatch_stages(int stages, F&& f) {
+  switch (stages) {
+    case 2: return f(IntConst<2>{});
+    case 3: return f(IntConst<3>{});
+    default: return Status::error(str_cat("decode_attention: unsupported stages=", stages, " (supported: 2, 3)"));
+  }
+}
+
+}  // namespace
+
+DecodeVariant choose_decode_variant(int /*head_dim*/) {
+  // Measured on H200: three stages (2 CTAs per multiprocessor) lost 2-16% to two stages (3 CTAs
+  // per multiprocessor): more CTAs in flight beat a deeper pipeline per CTA.
+  return DecodeVariant{2};
+}
+
+Status decode_attention_variant(const DecodeVariant& variant, const void* q, void* out, DType dtype,
+                                const AttentionShape& shape, const PagedKvView& kv, const int32_t* kv_lens, int batch,
+                                const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream) {
+  if (Status s = check_common(q, out, shape, kv, batch); !s.ok()) return s;
+  if (plan.split_tokens <= 0 || plan.split_tokens % kv.layout.block_size != 0)
+    return Status::error(str_cat("decode_attention: split_tokens=", plan.split_tokens,
+                                 " must be a positive multiple of block_size=", kv.layout.block_size));
+  if (plan.max_splits_per_seq <= 0)
+    return Status::error(str_cat("decode_attention: max_splits_per_seq=", plan.max_splits_per_seq,
+                                 " must be > 0 (ceil(max_seq_len / split_tokens))"));
+  if (batch == 0) return Status();
+  if (!kv_lens) return Status::error("decode_attention: kv_lens must be set");
+  if (!workspace || reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+    return Status::error(
+        "decode_attention: workspace must be set and 16-byte aligned "
+        "(size it with decode_attention_workspace_bytes)");
+  const int group = shape.n_heads / shape.n_kv_heads;
+  const int head_tiles = (group + 15) / 16;
+  if (static_cast<int64_t>(shape.n_kv_heads) * head_tiles > 65535)
+    return Status::error(str_cat("decode_attention: n_kv_heads=", shape.n_kv_heads, " exceeds the grid limit"));
+  const float scale_log2 = shape.scale * 1.4426950408889634f;
+  const int64_t capacity = static_cast<int64_t>(kv.max_blocks_per_seq) * kv.layout.block_size;
+
+  return dispatch_dtype(dtype, [&](auto type_tag) {
+    using T = decltype(type_tag);
+    return dispatch_head_dim(shape.head_dim, [&](auto head_dim_tag) {
+      constexpr int kHeadDim = decltype(head_dim_tag)::value;
+      return dispatch_stages(variant.stages, [&](auto stages_tag) -> Status {
+        constexpr int kStages = decltype(stages_tag)::value;
+        using Cfg = DecodeConfig<kHeadDim, kStages>;
+        float* partial_out = static_cast<float*>(workspace);
+        float* partial_lse =
+            partial_out + static_cast<int64_t>(batch) * shape.n_heads * plan.max_splits_per_seq * kHeadDim;
+
+        auto split_kernel = decode_split_kernel<T, kHeadDim, kStages>;
+        FUSELM_CUDA_RETURN(
+            cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
+        const dim3 split_grid(static_cast<unsigned>(plan.max_splits_per_seq),
+                              static_cast<unsigned>(shape.n_kv_heads * head_tiles), static_cast<unsigned>(batch));
+        split_kernel<<<split_grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(
+            static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k), static_cast<const uint16_t*>(kv.v),
+            kv.layout, kv.block_tables, kv.max_blocks_per_seq, kv_lens, shape.n_heads, group, head_tiles,
+            plan.split_tokens, plan.max_splits_per_seq, scale_log2, partial_out, partial_lse);
+        FUSELM_CUDA_RETURN_LAUNCH();
+
+        const dim3 combine_grid(static_cast<unsigned>((shape.n_heads + kCombineHeads - 1) / kCombineHeads),
+                                static_cast<unsigned>(batch));
+        const dim3 combine_block(kHeadDim / 4, kCombineHeads);
+        decode_combine_kernel<T, kHeadDim><<<combine_grid, combine_block, 0, stream>>>(
+            partial_out, partial_lse, static_cast<uint16_t*>(out), kv_lens, shape.n_heads, plan.split_tokens,
+            plan.max_splits_per_seq, capacity);
+        FUSELM_CUDA_RETURN_LAUNCH();
+        return Status();
+      });
+    });
+  });
+}
+
+}  // namespace attention_detail
+
+size_t decode_attention_workspace_bytes(const AttentionShape& shape, const DecodeAttentionPlan& plan, int max_batch) {
+  if (max_batch <= 0 || shape.n_heads <= 0 || shape.head_dim <= 0 || plan.max_splits_per_seq <= 0) return 0;
+  // Per (sequence, head, split): head_dim fp32 partial outputs plus one fp32 log2-sum-exp.
+  return static_cast<size_t>(max_batch) * shape.n_heads * plan.max_splits_per_seq * (shape.head_dim + 1) *
+         sizeof(float);
+}
+
+Status decode_attention(const void* q, void* out, DType dtype, const AttentionShape& shape, const PagedKvView& kv,
+                        const int32_t* kv_lens, int batch, const DecodeAttentionPlan& plan, void* workspace,
+                        cudaStream_t stream) {
+  return attention_detail::decode_attention_variant(attention_detail::choose_decode_variant(shape.head_dim), q, out,
+                                                    dtype, shape, kv, kv_lens, batch, plan, workspace, stream);
+}
+
+}  // namespace fuselm

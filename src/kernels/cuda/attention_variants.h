@@ -1,0 +1,41 @@
+#pragma once
+// The kernel variants behind prefill_attention and decode_attention, selectable for tests and
+// benchmarks; the public launchers run the variant the table below picks for their shape.
+// Every variant computes the same function with the same determinism guarantees.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/paged_kv.h"
+
+namespace fuselm::attention_detail {
+
+struct PrefillVariant {
+  // Query rows per warp: 16 (one mma row tile, Q fragments in registers) or 32 (two row tiles
+  // share every K/V fragment read from shared memory; Q re-read from shared memory).
+  int rows_per_warp = 16;
+  int keys_per_tile = 64;  // keys per K/V tile in shared memory (32 halves the score registers)
+};
+
+struct DecodeVariant {
+  int stages = 2;  // K/V stages of 64 keys in shared memory: 2 or 3 (1 or 2 loads in flight)
+};
+
+// The variants prefill_attention / decode_attention run (measurements: docs/kernels/attention.md).
+// Fixed per head_dim, never chosen from the batch: two tilings round differently in the last bits,
+// so a batch-dependent choice would make a sequence's output depend on its batch.
+PrefillVariant choose_prefill_variant(int head_dim);
+DecodeVariant choose_decode_variant(int head_dim);
+
+Status prefill_attention_variant(const PrefillVariant& variant, const void* q, void* out, DType dtype,
+                                 const AttentionShape& shape, const PagedKvView& kv, const int32_t* q_starts,
+                                 const int32_t* kv_lens, int batch, int max_q_len, cudaStream_t stream);
+
+Status decode_attention_variant(const DecodeVariant& variant, const void* q, void* out, DType dtype,
+                                const AttentionShape& shape, const PagedKvView& kv, const int32_t* kv_lens, int batch,
+                                const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream);
+
+}  // namespace fuselm::attention_detail

@@ -1,0 +1,276 @@
+// JSON, Markdown and table writers on hand-made results: the keys later tools read are present and
+// the derived metrics follow from the raw samples.
+#include "bench/report.h"
+
+#include <gtest/gtest.h>
+
+#include "bench/stats.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace fuselm::bench {
+namespace {
+
+using nlohmann::json;
+
+ModelConfig small_config() {
+  ModelConfig c;
+  c.hidden_size = 64;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 16;
+  c.intermediate_size = 128;
+  c.vocab_size = 256;
+  c.max_position_embeddings = 1024;
+  return c;
+}
+
+RunInfo run_info(bool with_gpu) {
+  RunInfo info;
+  info.environment.commit = "0123456789abcdef";
+  info.environment.command_line = "fuselm bench -m synthetic:llama";
+  info.environment.date_utc = "2026-01-02T03:04:05Z";
+  info.environment.compiler = "gcc test";
+  info.environment.optimized = true;
+  info.environment.host_cpu = "test cpu";
+  info.environment.host_threads = 2;
+  if (with_gpu) {
+    GpuInfo g;
+    g.name = "Test GPU";
+    g.sm_count = 132;
+    g.sm_clock_max_mhz = 1980;
+    g.memory_clock_max_mhz = 2619;
+    g.sm_clock_mhz = 1755;
+    g.memory_clock_mhz = -1;  // NVML unavailable: reported as null
+    g.memory_bus_width_bits = 6144;
+    g.cuda_driver_version = 13000;
+    g.cuda_runtime_version = 13000;
+    g.driver_version = "580.00";
+    info.environment.gpu = g;
+  }
+  BandwidthPeak peak;
+  peak.device = with_gpu ? "cuda" : "cpu";
+  peak.read_method = "test read";
+  peak.read_bytes = 1000000000;
+  peak.read_ms = {1.0, 1.0, 1.0};
+  peak.read_gbs = 1000.0;
+  peak.copy_method = "test copy";
+  peak.copy_bytes = 2000000000;
+  peak.copy_ms = {2.5};
+  peak.copy_gbs = 800.0;
+  info.peak = peak;
+  info.model_spec = "synthetic:llama?hidden=64";
+  info.model_format = "synthetic";
+  info.config = small_config();
+  info.device = with_gpu ? "cuda" : "cpu";
+  info.dtype = "bf16";
+  info.scenarios = {Scenario::Latency, Scenario::Throughput, Scenario::Prefill, Scenario::Depth};
+  return info;
+}
+
+// Every time scaled by `slow`, so a second variant is a known factor faster or slower.
+VariantResults results(double slow) {
+  VariantResults r;
+  r.latency = LatencyResult{8, 4, {}};
+  r.latency->reps.push_back({10.0 * slow, 16.0 * slow, {2.0 * slow, 2.0 * slow, 2.0 * slow}});
+  r.latency->reps.push_back({12.0 * slow, 21.0 * slow, {3.0 * slow, 3.0 * slow, 3.0 * slow}});
+  r.latency->reps.push_back({11.0 * slow, 23.0 * slow, {4.0 * slow, 4.0 * slow, 4.0 * slow}});
+  for (int batch : {1, 4}) {
+    ThroughputResult t{batch, 8, 3, {}};
+    t.reps.push_back({100.0 * slow, 40.0 * slow, {30.0 * slow, 30.0 * slow}});
+    t.reps.push_back({120.0 * slow, 40.0 * slow, {40.0 * slow, 40.0 * slow}});
+    r.throughput.push_back(t);
+  }
+  r.prefill.push_back(PrefillResult{16, {4.0 * slow, 2.0 * slow, 3.0 * slow}});
+  r.depth.push_back(DepthResult{0, 2, {{{1.0 * slow, 1.0 * slow}}, {{3.0 * slow, 1.0 * slow}}}});
+  r.depth.push_back(DepthResult{32, 2, {{{2.0 * slow, 2.0 * slow}}, {{2.0 * slow, 2.0 * slow}}}});
+  return r;
+}
+
+CostModel cost() { return make_cost_model(small_config(), DType::BF16, DType::BF16, DType::BF16); }
+
+TEST(Report, SingleVariantJsonHasTheKeysAndDerivedMetrics) {
+  const RunInfo info = run_info(true);
+  const std::vector<VariantReport> variants = {{"fused", "test engine", cost(), results(1.0)}};
+  const json j = report_json(info, variants);
+
+  EXPECT_EQ(j["schema"], kReportSchema);
+  EXPECT_EQ(j["path"], "fused");
+  EXPECT_EQ(j["environment"]["commit"], "0123456789abcdef");
+  EXPECT_EQ(j["environment"]["gpu"]["name"], "Test GPU");
+  EXPECT_EQ(j["environment"]["gpu"]["sm_count"], 132);
+  EXPECT_EQ(j["environment"]["gpu"]["sm_clock_mhz"], 1755);
+  EXPECT_TRUE(j["environment"]["gpu"]["memory_clock_mhz"].is_null());
+  for (const char* key : {"sm_clock_max_mhz", "memory_clock_max_mhz", "driver_version", "cuda_runtime_version"})
+    EXPECT_TRUE(j["environment"]["gpu"].contains(key)) << key;
+  for (const char* key : {"command_line", "date"}) EXPECT_TRUE(j["environment"].contains(key)) << key;
+  EXPECT_EQ(j["model"]["spec"], "synthetic:llama?hidden=64");
+  EXPECT_EQ(j["model"]["kv_bytes_per_token"], 2 * 2 * 2 * 16 * 2);
+  EXPECT_DOUBLE_EQ(j["peak_bandwidth"]["read_gbs"].get<double>(), 1000.0);
+
+  const json& l = j["scenarios"]["latency"];
+  // TPOT per rep 2, 3, 4 ms -> decode 500, 333.3, 250 tok/s; medians over reps.
+  EXPECT_DOUBLE_EQ(l["ttft_ms"].get<double>(), 11.0);
+  EXPECT_DOUBLE_EQ(l["tpot_ms"].get<double>(), 3.0);
+  EXPECT_NEAR(l["decode_tok_s"].get<double>(), 1000.0 / 3.0, 1e-9);
+  EXPECT_DOUBLE_EQ(l["e2e_ms"].get<double>(), 21.0);
+  // ITL pooled: 2,2,2,3,3,3,4,4,4 -> p50 3, p90 h = 7.2 -> 4, max 4.
+  EXPECT_DOUBLE_EQ(l["itl_ms"]["p50"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(l["itl_ms"]["p90"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(l["itl_ms"]["p99"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(l["itl_ms"]["max"].get<double>(), 4.0);
+  EXPECT_NEAR(l["jitter"]["p99_over_p50"].get<double>(), 4.0 / 3.0, 1e-12);
+  ASSERT_EQ(l["samples"].size(), 3u);
+  EXPECT_EQ(l["samples"][0]["itl_ms"].size(), 3u);
+  // Bandwidth: the bytes of decode steps at cached lengths 8, 9, 10, three reps, over 27 ms.
+  const CostModel c = cost();
+  const double bytes = 3.0 * static_cast<double>(decode_step_bytes(c, 1, 8).total() + decode_step_bytes(c, 1, 9).total() +
+                                                 decode_step_bytes(c, 1, 10).total());
+  const json& bw = l["bandwidth"];
+  EXPECT_NEAR(bw["achieved_gbs"].get<double>(), bytes / 27e-3 / 1e9, 1e-9);
+  EXPECT_DOUBLE_EQ(bw["peak_gbs"].get<double>(), 1000.0);
+  EXPECT_NEAR(bw["utilization"].get<double>(), bytes / 27e-3 / 1e9 / 1000.0, 1e-12);
+
+  const json& t = j["scenarios"]["throughput"];
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[1]["batch"], 4);
+  // Output tok/s per rep: 4 * 3 / 0.1 s = 120 and 4 * 3 / 0.12 s = 100; median 110.
+  EXPECT_DOUBLE_EQ(t[1]["output_tok_s"].get<double>(), 110.0);
+  // Total: 4 * (8 + 3) / wall -> 440 and 366.67; median 403.33.
+  EXPECT_NEAR(t[1]["total_tok_s"].get<double>(), (440.0 + 4.0 * 11.0 / 0.12) / 2.0, 1e-9);
+  EXPECT_DOUBLE_EQ(t[1]["step_ms_median"].get<double>(), 35.0);
+
+  const json& p = j["scenarios"]["prefill"];
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0]["tokens"], 16);
+  EXPECT_DOUBLE_EQ(p[0]["tok_s"].get<double>(), 16.0 / 3e-3);
+  EXPECT_NEAR(p[0]["tflops"].get<double>(), prefill_flops(c, 0, 16) / 3e-3 / 1e12, 1e-15);
+
+  const json& d = j["scenarios"]["depth"];
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[1]["depth"], 32);
+  EXPECT_DOUBLE_EQ(d[1]["decode_tok_s"].get<double>(), 500.0);
+  // Depth 0: reps of 2 ms and 4 ms for 2 tokens -> 1000 and 500 tok/s, median 750.
+  EXPECT_DOUBLE_EQ(d[0]["decode_tok_s"].get<double>(), 750.0);
+  EXPECT_FALSE(j.contains("compare"));
+}
+
+TEST(Report, CompareHoldsBothVariantsAndPairSpeedups) {
+  const RunInfo info = run_info(false);
+  const std::vector<VariantReport> variants = {{"baseline", "engine a", cost(), results(2.0)},
+                                               {"fused", "engine b", cost(), results(1.0)}};
+  const json j = report_json(info, variants);
+  EXPECT_EQ(j["path"], "baseline,fused");
+  EXPECT_TRUE(j["environment"]["gpu"].is_null());
+  ASSERT_TRUE(j.contains("compare"));
+  const json& c = j["compare"];
+  for (const char* name : {"baseline", "fused"}) {
+    ASSERT_TRUE(c.contains(name)) << name;
+    EXPECT_EQ(c[name]["path"], name);
+    EXPECT_TRUE(c[name]["scenarios"]["latency"].contains("decode_tok_s"));
+    EXPECT_TRUE(c[name]["scenarios"]["latency"]["itl_ms"].contains("p99"));
+    EXPECT_TRUE(c[name]["scenarios"]["throughput"][0].contains("output_tok_s"));
+    EXPECT_TRUE(c[name]["scenarios"]["prefill"][0].contains("tflops"));
+    EXPECT_TRUE(c[name]["scenarios"]["depth"][0].contains("decode_tok_s"));
+  }
+  // Every time halves, so every pair is 2x, and so is their median.
+  EXPECT_DOUBLE_EQ(c["speedup"]["decode"].get<double>(), 2.0);
+  ASSERT_EQ(c["speedup"]["latency"]["decode_tok_s"]["pairs"].size(), 3u);
+  EXPECT_DOUBLE_EQ(c["speedup"]["latency"]["ttft_ms"]["speedup"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(c["speedup"]["throughput"][1]["speedup"].get<double>(), 2.0);
+  EXPECT_EQ(c["speedup"]["throughput"][1]["batch"], 4);
+  EXPECT_DOUBLE_EQ(c["speedup"]["prefill"][0]["speedup"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(c["speedup"]["depth"][0]["speedup"].get<double>(), 2.0);
+  // The top level carries the second variant's numbers.
+  EXPECT_EQ(j["scenarios"], c["fused"]["scenarios"]);
+}
+
+TEST(Report, PairsAreMatchedRepByRep) {
+  // Rep speeds that differ per rep: pair ratios 1.5, 2 and 3 give a median of 2, while the ratio of
+  // the medians would be something else.
+  const json a = {{"path", "baseline"},
+                  {"scenarios", {{"latency", {{"samples", {{{"decode_tok_s", 100.0}, {"ttft_ms", 1.0}, {"e2e_ms", 1.0}},
+                                                            {{"decode_tok_s", 50.0}, {"ttft_ms", 1.0}, {"e2e_ms", 1.0}},
+                                                            {{"decode_tok_s", 80.0}, {"ttft_ms", 1.0}, {"e2e_ms", 1.0}}}}}}}}};
+  const json b = {{"path", "fused"},
+                  {"scenarios", {{"latency", {{"samples", {{{"decode_tok_s", 150.0}, {"ttft_ms", 1.0}, {"e2e_ms", 1.0}},
+                                                            {{"decode_tok_s", 100.0}, {"ttft_ms", 1.0}, {"e2e_ms", 1.0}},
+                                                            {{"decode_tok_s", 240.0}, {"ttft_ms", 1.0}, {"e2e_ms", 1.0}}}}}}}}};
+  const json c = compare_json(a, b);
+  EXPECT_DOUBLE_EQ(c["speedup"]["decode"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(c["speedup"]["latency"]["decode_tok_s"]["pairs"][2]["speedup"].get<double>(), 3.0);
+}
+
+TEST(Report, UtilizationIsNullWithoutAPeak) {
+  RunInfo info = run_info(false);
+  info.peak.reset();
+  const std::vector<VariantReport> variants = {{"baseline", "e", cost(), results(1.0)}};
+  const json j = report_json(info, variants);
+  EXPECT_TRUE(j["peak_bandwidth"].is_null());
+  EXPECT_TRUE(j["scenarios"]["latency"]["bandwidth"]["utilization"].is_null());
+  EXPECT_GT(j["scenarios"]["latency"]["bandwidth"]["achieved_gbs"].get<double>(), 0.0);
+  EXPECT_NE(render_table(j).find("not measured"), std::string::npos);
+}
+
+TEST(Report, TableAndMarkdownShowEveryScenario) {
+  const RunInfo info = run_info(true);
+  const std::vector<VariantReport> one = {{"fused", "test engine", cost(), results(1.0)}};
+  const json j = report_json(info, one);
+  const std::string table = render_table(j);
+  for (const char* text : {"TTFT ms", "ITL p50 / p90 / p99 / max ms", "decode tok/s", "output tok/s", "TFLOP/s",
+                           "depth", "Test GPU", "peak memory bandwidth", "0123456789abcdef"})
+    EXPECT_NE(table.find(text), std::string::npos) << text;
+  const std::string md = render_markdown(j);
+  for (const char* text : {"## fuselm bench", "### latency", "### throughput", "### prefill", "### depth",
+                           "| batch | output tok/s |", "| --- |"})
+    EXPECT_NE(md.find(text), std::string::npos) << text;
+
+  const std::vector<VariantReport> two = {{"baseline", "a", cost(), results(2.0)}, {"fused", "b", cost(), results(1.0)}};
+  const json jc = report_json(info, two);
+  const std::string ct = render_table(jc);
+  for (const char* text : {"[baseline]", "[fused]", "compare latency", "2.000x", "compare throughput"})
+    EXPECT_NE(ct.find(text), std::string::npos) << text;
+  EXPECT_NE(render_markdown(jc).find("### compare latency"), std::string::npos);
+}
+
+TEST(Report, EnvironmentCommitHonoursTheOverride) {
+  setenv("FUSELM_COMMIT", "override-123", 1);
+  EXPECT_EQ(build_commit(), "override-123");
+  unsetenv("FUSELM_COMMIT");
+  EXPECT_FALSE(build_commit().empty());
+  const Environment env = collect_environment(false);
+  EXPECT_FALSE(env.command_line.empty());
+  EXPECT_EQ(env.date_utc.size(), 20u);  // 2026-01-02T03:04:05Z
+  EXPECT_FALSE(env.gpu.has_value());
+}
+
+// bench/plot.sh renders every plot from a result file (single run and --compare); needs gnuplot.
+TEST(Report, PlotScriptRendersEveryPlot) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) GTEST_SKIP() << "gnuplot not installed (gnuplot-nox)";
+  namespace fs = std::filesystem;
+  const fs::path plot = fs::path(__FILE__).parent_path().parent_path().parent_path() / "bench" / "plot.sh";
+  ASSERT_TRUE(fs::exists(plot)) << plot;
+  const fs::path dir = fs::temp_directory_path() / ("fuselm_plot_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const RunInfo info = run_info(true);
+  const std::vector<VariantReport> one = {{"fused", "e", cost(), results(1.0)}};
+  const std::vector<VariantReport> two = {{"baseline", "a", cost(), results(2.0)}, {"fused", "b", cost(), results(1.0)}};
+  for (const auto* variants : {&one, &two}) {
+    const fs::path json_file = dir / "result.json", out = dir / (variants->size() == 1 ? "one" : "two");
+    std::ofstream(json_file) << report_json(info, *variants).dump(2);
+    const std::string cmd = plot.string() + " " + json_file.string() + " " + out.string() + " >/dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    for (const char* png : {"itl.png", "itl_cdf.png", "throughput.png", "prefill.png", "depth.png"})
+      EXPECT_GT(fs::file_size(out / png), 1000u) << out / png;
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace fuselm::bench

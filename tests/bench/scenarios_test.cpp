@@ -1,0 +1,216 @@
+// Scenario runners over a recording fake engine (exact call pattern: chunking, token feeding,
+// clean-up, alternation) and over the real CPU engine on a tiny in-memory model.
+#include "bench/scenarios.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <map>
+
+#include "core/error.h"
+#include "runtime/cpu_engine.h"
+#include "runtime/tiny_model.h"
+
+namespace fuselm::bench {
+namespace {
+
+// Returns token (length after the step) % vocab for every chunk, and records every call.
+class RecordingEngine final : public Engine {
+ public:
+  RecordingEngine(int id, std::vector<int>* log) : id_(id), log_(log) {
+    config_.hidden_size = 8;
+    config_.num_layers = 1;
+    config_.num_heads = 1;
+    config_.num_kv_heads = 1;
+    config_.head_dim = 8;
+    config_.intermediate_size = 8;
+    config_.vocab_size = 1000;
+  }
+  struct Call {
+    std::vector<std::pair<int, std::vector<int32_t>>> chunks;  // (seq, tokens)
+  };
+
+  const ModelConfig& config() const override { return config_; }
+  std::string description() const override { return "recording fake"; }
+  int add_sequence() override {
+    lengths_[next_] = 0;
+    return next_++;
+  }
+  void remove_sequence(int seq_id) override {
+    ASSERT_EQ(lengths_.count(seq_id), 1u);
+    lengths_.erase(seq_id);
+  }
+  int sequence_length(int seq_id) const override { return lengths_.at(seq_id); }
+  void forward(std::span<const SequenceChunk>, std::vector<float>&) override {
+    FAIL() << "the benchmark should sample through forward_sample";
+  }
+  void forward_sample(std::span<const SequenceChunk> chunks, std::span<SamplerState* const> samplers,
+                      std::vector<int32_t>& tokens) override {
+    if (log_) log_->push_back(id_);
+    ASSERT_EQ(samplers.size(), chunks.size());
+    Call call;
+    tokens.clear();
+    for (const SequenceChunk& c : chunks) {
+      EXPECT_FALSE(c.all_logits);
+      int& len = lengths_.at(c.seq_id);
+      len += static_cast<int>(c.tokens.size());
+      call.chunks.emplace_back(c.seq_id, std::vector<int32_t>(c.tokens.begin(), c.tokens.end()));
+      tokens.push_back(len % config_.vocab_size);
+    }
+    calls.push_back(std::move(call));
+  }
+
+  size_t live_sequences() const { return lengths_.size(); }
+  std::vector<Call> calls;
+
+ private:
+  int id_;
+  std::vector<int>* log_;
+  ModelConfig config_;
+  std::map<int, int> lengths_;
+  int next_ = 0;
+};
+
+TEST(Scenarios, ParseAndNeeds) {
+  EXPECT_EQ(parse_scenarios("all").size(), 4u);
+  const auto s = parse_scenarios("depth,latency,depth");
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0], Scenario::Depth);
+  EXPECT_EQ(s[1], Scenario::Latency);
+  EXPECT_THROW(parse_scenarios("serving"), Error);
+  EXPECT_THROW(parse_scenarios(""), Error);
+
+  BenchOptions o;
+  const EngineNeeds needs = engine_needs(parse_scenarios("all"), o);
+  EXPECT_EQ(needs.max_batch, 256);
+  EXPECT_EQ(needs.max_seq_len, 32768 + 32 + 1);
+  EXPECT_EQ(needs.max_prefill_tokens, 8192);
+  EXPECT_EQ(engine_needs(parse_scenarios("latency"), o).max_batch, 1);
+
+  o.gen_len = 1;  // no inter-token gap to time
+  EXPECT_THROW(o.validate(parse_scenarios("latency")), Error);
+  EXPECT_NO_THROW(o.validate(parse_scenarios("prefill")));
+}
+
+TEST(Scenarios, PromptsAreDeterministicAndInVocab) {
+  const auto a = make_prompt(50, 200, 7, 1), b = make_prompt(50, 200, 7, 1), c = make_prompt(50, 200, 7, 2);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  for (int32_t id : a) EXPECT_TRUE(id >= 0 && id < 50);
+}
+
+TEST(Scenarios, LatencyFeedsEachSampledTokenBack) {
+  RecordingEngine engine(0, nullptr);
+  const auto prompt = make_prompt(1000, 6, 1, 0);
+  const LatencyRep rep = run_latency_once(engine, prompt, 4, 100);
+  ASSERT_EQ(engine.calls.size(), 4u);  // the prompt, then 3 single-token steps
+  EXPECT_EQ(engine.calls[0].chunks[0].second, prompt);
+  // After the prompt the sequence holds 6 tokens, so the fake answers 6, then 7, 8.
+  EXPECT_EQ(engine.calls[1].chunks[0].second, std::vector<int32_t>{6});
+  EXPECT_EQ(engine.calls[2].chunks[0].second, std::vector<int32_t>{7});
+  EXPECT_EQ(engine.calls[3].chunks[0].second, std::vector<int32_t>{8});
+  EXPECT_EQ(rep.itl_ms.size(), 3u);
+  EXPECT_GE(rep.e2e_ms, rep.ttft_ms);
+  EXPECT_EQ(engine.live_sequences(), 0u);
+}
+
+TEST(Scenarios, ThroughputPrefillsWithinTheTokenBudget) {
+  RecordingEngine engine(0, nullptr);
+  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}, {11, 12, 13, 14, 15}};
+  const ThroughputRep rep = run_throughput_once(engine, prompts, 3, 8);
+  // 15 prompt tokens in calls of at most 8: [seq0 x5, seq1 x3], [seq1 x2, seq2 x5]; then 2 steps.
+  ASSERT_EQ(engine.calls.size(), 4u);
+  ASSERT_EQ(engine.calls[0].chunks.size(), 2u);
+  EXPECT_EQ(engine.calls[0].chunks[1].second, (std::vector<int32_t>{6, 7, 8}));
+  EXPECT_EQ(engine.calls[1].chunks[0].second, (std::vector<int32_t>{9, 10}));
+  EXPECT_EQ(engine.calls[1].chunks[1].first, 2);
+  for (size_t c = 2; c < 4; ++c) {
+    ASSERT_EQ(engine.calls[c].chunks.size(), 3u);
+    for (const auto& [seq, tokens] : engine.calls[c].chunks) {
+      // Every sequence holds 5 tokens after its prompt, so each is fed 5, then 6.
+      EXPECT_EQ(tokens, std::vector<int32_t>{static_cast<int32_t>(5 + c - 2)}) << "seq " << seq;
+    }
+  }
+  EXPECT_EQ(rep.step_ms.size(), 2u);
+  EXPECT_GE(rep.wall_ms, rep.prefill_ms);
+  EXPECT_EQ(engine.live_sequences(), 0u);
+}
+
+TEST(Scenarios, DepthZeroStartsFromTheStartToken) {
+  RecordingEngine engine(0, nullptr);
+  const DepthRep rep = run_depth_once(engine, {}, 42, 3, 16);
+  ASSERT_EQ(engine.calls.size(), 3u);
+  EXPECT_EQ(engine.calls[0].chunks[0].second, std::vector<int32_t>{42});
+  EXPECT_EQ(rep.step_ms.size(), 3u);
+
+  RecordingEngine deep(0, nullptr);
+  const auto context = make_prompt(1000, 40, 1, 3);
+  run_depth_once(deep, context, 42, 2, 16);
+  // 40 tokens of context in chunks of 16, 16, 8, then 2 timed steps starting from token 40.
+  ASSERT_EQ(deep.calls.size(), 5u);
+  EXPECT_EQ(deep.calls[2].chunks[0].second.size(), 8u);
+  EXPECT_EQ(deep.calls[3].chunks[0].second, std::vector<int32_t>{40});
+}
+
+TEST(Scenarios, VariantsAlternateRepByRep) {
+  std::vector<int> log;
+  RecordingEngine a(0, &log), b(1, &log);
+  Engine* engines[] = {&a, &b};
+  const std::string names[] = {"baseline", "fused"};
+  BenchOptions o;
+  o.reps = 3;
+  o.warmup = 1;
+  o.prefill_lens = {8};
+  const auto results = run_scenarios(engines, names, parse_scenarios("prefill"), o, nullptr);
+  // One call per prefill: warm-up A B, then A B, B A, A B.
+  EXPECT_EQ(log, (std::vector<int>{0, 1, 0, 1, 1, 0, 0, 1}));
+  ASSERT_EQ(results.size(), 2u);
+  ASSERT_EQ(results[1].prefill.size(), 1u);
+  EXPECT_EQ(results[1].prefill[0].ms.size(), 3u);
+}
+
+TEST(Scenarios, AllScenariosOnTheCpuEngine) {
+  omp_set_num_threads(1);  // the protocol is under test, not speed; thread teams only slow a busy CI machine
+  ModelConfig c = test::tiny_config();
+  c.max_position_embeddings = 128;
+  auto model = test::tiny_model(c, DType::BF16);
+  BenchOptions o;
+  o.reps = 2;
+  o.warmup = 1;
+  o.prompt_len = 8;
+  o.gen_len = 4;
+  o.batches = {1, 3};
+  o.batch_prompt_len = 5;
+  o.batch_gen_len = 3;
+  o.prefill_lens = {4, 16};
+  o.depths = {0, 20};
+  o.depth_gen_len = 3;
+  o.max_prefill_tokens = 8;
+  const auto scenarios = parse_scenarios("all");
+  const EngineNeeds needs = engine_needs(scenarios, o);
+  EngineOptions eo;
+  eo.max_batch = needs.max_batch;
+  eo.max_seq_len = needs.max_seq_len;
+  eo.max_prefill_tokens = needs.max_prefill_tokens;
+  auto engine = make_cpu_engine(*model, eo);
+  Engine* engines[] = {engine.get()};
+  const std::string names[] = {"baseline"};
+  const auto results = run_scenarios(engines, names, scenarios, o, nullptr);
+  ASSERT_EQ(results.size(), 1u);
+  const VariantResults& r = results[0];
+  ASSERT_TRUE(r.latency.has_value());
+  ASSERT_EQ(r.latency->reps.size(), 2u);
+  EXPECT_EQ(r.latency->reps[0].itl_ms.size(), 3u);
+  ASSERT_EQ(r.throughput.size(), 2u);
+  EXPECT_EQ(r.throughput[1].batch, 3);
+  EXPECT_EQ(r.throughput[1].reps[1].step_ms.size(), 2u);
+  ASSERT_EQ(r.prefill.size(), 2u);
+  EXPECT_EQ(r.prefill[1].ms.size(), 2u);
+  ASSERT_EQ(r.depth.size(), 2u);
+  EXPECT_EQ(r.depth[1].depth, 20);
+  EXPECT_EQ(r.depth[1].reps[0].step_ms.size(), 3u);
+  for (double ms : r.latency->reps[1].itl_ms) EXPECT_GT(ms, 0.0);
+}
+
+}  // namespace
+}  // namespace fuselm::bench
