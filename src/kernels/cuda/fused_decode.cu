@@ -1,0 +1,164 @@
+#include "kernels/cuda/fused_decode.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/mma_packing.h"
+
+namespace fuselm {
+namespace {
+
+__device__ __forceinline__ float element_to_float(const void* p, DType t, int64_t i) {
+  return t == DType::BF16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i])
+                          : __half2float(static_cast<const __half*>(p)[i]);
+}
+
+__device__ __forceinline__ void store_element(void* p, DType t, int64_t i, float v) {
+  if (t == DType::BF16) {
+    static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+  } else {
+    static_cast<__half*>(p)[i] = __float2half_rn(v);
+  }
+}
+
+// One CTA per token; thread j owns 16-element tile j (fixed summation order).
+__global__ void fused_embed_kernel(const void* table, DType dtype, int hidden, const int32_t* tokens,
+                                   const void* norm_weight, float* residual, void* xg, float* partials) {
+  const int tok = blockIdx.x;
+  const int64_t row = static_cast<int64_t>(tokens[tok]) * hidden;
+  const int tiles = (hidden + 15) / 16;
+  for (int j = threadIdx.x; j < tiles; j += blockDim.x) {
+    float s = 0.0f;
+    for (int i = j * 16; i < min(hidden, j * 16 + 16); ++i) {
+      const float v = element_to_float(table, dtype, row + i);
+      residual[static_cast<int64_t>(tok) * hidden + i] = v;
+      store_element(xg, dtype, static_cast<int64_t>(tok) * hidden + i, v * element_to_float(norm_weight, dtype, i));
+      s += v * v;
+    }
+    partials[tok * tiles + j] = s;
+  }
+}
+
+// One thread per (tile, lane): gathers the lane's 8 fragment values and stores them as 16 bytes.
+__global__ void pack_kernel(const uint16_t* src, int64_t src_rows, int64_t cols, const int64_t* row_map,
+                            int64_t packed_rows, int64_t k_tiles, uint4* dst) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t total = mma_tiles(packed_rows) * k_tiles * 32;
+  if (idx >= total) return;
+  const int lane = static_cast<int>(idx % 32);
+  const int64_t tile = idx / 32;
+  const int64_t nt = tile / k_tiles, kt = tile % k_tiles;
+  const int g = lane / 4, t = lane % 4;
+  uint16_t v[8];
+#pragma unroll
+  for (int reg = 0; reg < 4; ++reg) {
+    const int64_t r = nt * 16 + g + (reg & 1) * 8;
+    int64_t s = -1;
+    if (r < packed_rows) s = row_map != nullptr ? row_map[r] : (r < src_rows ? r : -1);
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int64_t c = kt * 16 + 2 * t + (reg >> 1) * 8 + e;
+      v[reg * 2 + e] = (s >= 0 && s < src_rows && c < cols) ? src[s * cols + c] : uint16_t(0);
+    }
+  }
+  uint4 out;
+  out.x = v[0] | (uint32_t(v[1]) << 16);
+  out.y = v[2] | (uint32_t(v[3]) << 16);
+  out.z = v[4] | (uint32_t(v[5]) << 16);
+  out.w = v[6] | (uint32_t(v[7]) << 16);
+  dst[idx] = out;
+}
+
+}  // namespace
+
+Status fused_embed(const void* table, DType dtype, int hidden, const int32_t* tokens, int m, const void* norm_weight,
+                   float* residual, void* xg, float* partials, cudaStream_t stream) {
+  if (dtype != DType::BF16 && dtype != DType::F16)
+    return Status::error(str_cat("fused_embed: unsupported dtype=", dtype_name(dtype), " (supported: bf16, f16)"));
+  if (m < 1 || m > kSkinnyGemmMaxTokens) return Status::error(str_cat("fused_embed: m=", m, " (supported: 1..16)"));
+  fused_embed_kernel<<<m, 256, 0, stream>>>(table, dtype, hidden, tokens, norm_weight, residual, xg, partials);
+  FUSELM_CUDA_RETURN_LAUNCH();
+  return Status();
+}
+
+Status pack_mma_tiles_device(const void* src, DType dtype, int64_t src_rows, int64_t cols, const int64_t* row_map,
+                             int64_t packed_rows, void* dst, cudaStream_t stream) {
+  if (dtype != DType::BF16 && dtype != DType::F16)
+    return Status::error(str_cat("pack_mma_tiles_device: unsupported dtype=", dtype_name(dtype), " (supported: bf16, f16)"));
+  const int64_t total = mma_tiles(packed_rows) * mma_tiles(cols) * 32;
+  const int threads = 256;
+  pack_kernel<<<static_cast<unsigned>((total + threads - 1) / threads), threads, 0, stream>>>(
+      static_cast<const uint16_t*>(src), src_rows, cols, row_map, packed_rows, mma_tiles(cols), static_cast<uint4*>(dst));
+  FUSELM_CUDA_RETURN_LAUNCH();
+  return Status();
+}
+
+FusedDecodeBufferSizes fused_decode_buffer_sizes(const FusedDecodeModel& model, const DecodeAttentionPlan& plan) {
+  const size_t t = kSkinnyGemmMaxTokens, e = dtype_bytes(model.dtype, 1);
+  const size_t q_dim = static_cast<size_t>(model.n_heads) * model.head_dim;
+  AttentionShape shape{model.n_heads, model.n_kv_heads, model.head_dim, 0.0f};
+  return FusedDecodeBufferSizes{
+      t * model.hidden * 4,
+      t * model.hidden * e,
+      t * mma_tiles(model.hidden) * 4,
+      t * q_dim * e,
+      t * q_dim * e,
+      t * model.ffn * e,
+      t * model.vocab * 4,
+      decode_attention_workspace_bytes(shape, plan, kSkinnyGemmMaxTokens),
+  };
+}
+
+Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers& buf, const FusedDecodeInputs& in,
+                         const DecodeAttentionPlan& attention_plan, cudaStream_t stream) {
+  const int m = in.m;
+  const int q_dim = model.n_heads * model.head_dim;
+  const int tiles = static_cast<int>(mma_tiles(model.hidden));
+  const SkinnyNorm norm{buf.partials, tiles, model.hidden, model.eps};
+  const AttentionShape shape{model.n_heads, model.n_kv_heads, model.head_dim, 1.0f / std::sqrt(float(model.head_dim))};
+  const SkinnyGemmVariant v = model.variant;
+
+  Status s = fused_embed(model.embedding, model.dtype, model.hidden, in.tokens, m,
+                         model.layers.empty() ? model.final_norm : model.layers[0].attn_norm, buf.residual, buf.xg,
+                         buf.partials, stream);
+  if (!s.ok()) return s;
+  const SkinnyInput xg_in{buf.xg, model.hidden, m};
+  for (size_t l = 0; l < model.layers.size(); ++l) {
+    const FusedDecodeLayer& layer = model.layers[l];
+    PagedKvView kv{layer.k_cache, layer.v_cache, model.kv_layout, in.block_tables, in.max_blocks_per_seq};
+
+    SkinnyQkvOut qkv;
+    qkv.q = buf.q;
+    qkv.q_stride = q_dim;
+    qkv.kv = kv;
+    qkv.positions = in.positions;
+    qkv.inv_freq = model.inv_freq;
+    qkv.n_heads = model.n_heads;
+    qkv.n_kv_heads = model.n_kv_heads;
+    qkv.head_dim = model.head_dim;
+    if (!(s = skinny_gemm_qkv_rope(layer.qkv, xg_in, norm, qkv, v, stream)).ok()) return s;
+
+    if (!(s = decode_attention(buf.q, buf.attn, model.dtype, shape, kv, in.kv_lens, m, attention_plan,
+                               buf.attention_workspace, stream)).ok())
+      return s;
+
+    SkinnyResidualOut attn_out{buf.residual, model.hidden, layer.ffn_norm, buf.xg, model.hidden, buf.partials};
+    if (!(s = skinny_gemm_residual(layer.o, SkinnyInput{buf.attn, q_dim, m}, SkinnyNorm{}, attn_out, v, stream)).ok())
+      return s;
+
+    if (!(s = skinny_gemm_swiglu(layer.gate_up, xg_in, norm, SkinnySwigluOut{buf.act, model.ffn, model.ffn}, v,
+                                 stream)).ok())
+      return s;
+
+    const void* next_norm = l + 1 < model.layers.size() ? model.layers[l + 1].attn_norm : model.final_norm;
+    SkinnyResidualOut ffn_out{buf.residual, model.hidden, next_norm, buf.xg, model.hidden, buf.partials};
+    if (!(s = skinny_gemm_residual(layer.down, SkinnyInput{buf.act, model.ffn, m}, SkinnyNorm{}, ffn_out, v, stream)).ok())
+      return s;
+  }
+  return skinny_gemm_store(model.lm_head, xg_in, norm, buf.logits, DType::F32, model.vocab, v, stream);
+}
+
+}  // namespace fuselm

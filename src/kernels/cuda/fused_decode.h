@@ -1,0 +1,89 @@
+#pragma once
+// The fused decode step for small batches (m <= 16 tokens, one per sequence): per layer four
+// weight-streaming GEMMs with fused prologues/epilogues plus split-KV attention:
+//   qkv:     RMSNorm (folded) → Q/K/V projection → RoPE → paged KV append
+//   attn:    split-KV decode attention + combine
+//   o:       O projection + residual add (+ the FFN norm's x·g and sums of squares)
+//   gate_up: RMSNorm (folded) → gate/up projection → SwiGLU
+//   down:    down projection + residual add (+ the next layer's (or final) norm inputs)
+// then the LM head with the final norm folded in. Every launch has fixed buffers and a fixed
+// configuration, so the step can be captured once in a CUDA graph and replayed.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/skinny_gemm.h"
+
+namespace fuselm {
+
+struct FusedDecodeLayer {
+  PackedWeight qkv;      // packed with qkv_rope_row_map over [Wq; Wk; Wv]
+  PackedWeight o;
+  PackedWeight gate_up;  // packed with gate_up_row_map over [Wgate; Wup]
+  PackedWeight down;
+  const void* attn_norm = nullptr;  // [hidden], weights dtype
+  const void* ffn_norm = nullptr;
+  void* k_cache = nullptr;  // this layer's paged pools
+  void* v_cache = nullptr;
+};
+
+struct FusedDecodeModel {
+  DType dtype = DType::BF16;
+  int hidden = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0;
+  float eps = 1e-5f;
+  const void* embedding = nullptr;  // [vocab][hidden] row-major, weights dtype
+  std::vector<FusedDecodeLayer> layers;
+  const void* final_norm = nullptr;
+  PackedWeight lm_head;
+  const float* inv_freq = nullptr;  // device [head_dim / 2]
+  PagedKvLayout kv_layout;
+  SkinnyGemmVariant variant;        // chosen once by the plan
+};
+
+// Device buffers for up to kSkinnyGemmMaxTokens tokens; sizes from fused_decode_buffer_sizes.
+struct FusedDecodeBuffers {
+  float* residual = nullptr;  // [16][hidden]
+  void* xg = nullptr;         // [16][hidden]  normed-input copy (x · g)
+  float* partials = nullptr;  // [16][ceil(hidden/16)]  per-tile sums of squares
+  void* q = nullptr;          // [16][n_heads * head_dim]
+  void* attn = nullptr;       // [16][n_heads * head_dim]
+  void* act = nullptr;        // [16][ffn]
+  float* logits = nullptr;    // [16][vocab]
+  void* attention_workspace = nullptr;
+};
+
+struct FusedDecodeBufferSizes {
+  size_t residual, xg, partials, q, attn, act, logits, attention_workspace;  // bytes
+};
+FusedDecodeBufferSizes fused_decode_buffer_sizes(const FusedDecodeModel& model, const DecodeAttentionPlan& plan);
+
+// One step's inputs (device arrays of m entries; block_tables [m][max_blocks_per_seq]).
+struct FusedDecodeInputs {
+  const int32_t* tokens = nullptr;
+  const int32_t* positions = nullptr;  // position of each new token (= cached length before it)
+  const int32_t* kv_lens = nullptr;    // positions + 1
+  const int32_t* block_tables = nullptr;
+  int max_blocks_per_seq = 0;
+  int m = 0;
+};
+
+// Runs the whole step; logits[m][vocab] (fp32) hold the result. Launch-only: no host sync.
+Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers& buffers,
+                         const FusedDecodeInputs& inputs, const DecodeAttentionPlan& attention_plan,
+                         cudaStream_t stream);
+
+// Gathers embeddings into the residual stream and writes the first norm's inputs (x·g, per-tile
+// sums of squares), as the residual epilogue does for later layers.
+Status fused_embed(const void* table, DType dtype, int hidden, const int32_t* tokens, int m, const void* norm_weight,
+                   float* residual, void* xg, float* partials, cudaStream_t stream);
+
+// Repacks a row-major device matrix [src_rows][cols] into the fragment layout (mma_packing.h),
+// rows picked by row_map (device, packed_rows entries, -1 = zero row) or the identity when null.
+Status pack_mma_tiles_device(const void* src, DType dtype, int64_t src_rows, int64_t cols, const int64_t* row_map,
+                             int64_t packed_rows, void* dst, cudaStream_t stream);
+
+}  // namespace fuselm
