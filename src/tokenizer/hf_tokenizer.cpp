@@ -172,16 +172,186 @@ struct DecoderStep {
   bool prepend = true;  // Metaspace strips the first token's space unless prepend_scheme is never
 };
 
+// model.vocab and model.merges, the bulk of a tokenizer.json (17 MB for Llama 3), read straight
+// into flat tables instead of a JSON tree.
+struct BpeTables {
+  std::vector<std::pair<std::string, int32_t>> vocab;
+  std::vector<std::pair<std::string, std::string>> merges;
+};
+
+// A SAX handler that builds the JSON tree for everything except model.vocab / model.merges,
+// which go to BpeTables.
+class TokenizerJsonReader {
+ public:
+  using number_integer_t = json::number_integer_t;
+  using number_unsigned_t = json::number_unsigned_t;
+  using number_float_t = json::number_float_t;
+  using string_t = json::string_t;
+  using binary_t = json::binary_t;
+
+  TokenizerJsonReader(const std::string& path, BpeTables& tables) : path_(path), tables_(tables) {}
+  json& root() { return root_; }
+  bool has_vocab() const { return saw_vocab_; }
+  bool has_merges() const { return saw_merges_; }
+
+  bool null() { return value(json()); }
+  bool boolean(bool b) { return value(json(b)); }
+  bool number_integer(number_integer_t v) { return integer(v); }
+  bool number_unsigned(number_unsigned_t v) { return integer(static_cast<int64_t>(v)); }
+  bool number_float(number_float_t v, const string_t&) {
+    if (mode_ != Mode::kTree) fail_here("a number where a token or merge was expected");
+    return value(json(v));
+  }
+  bool binary(binary_t&) { return value(json()); }
+  bool string(string_t& s) {
+    if (mode_ == Mode::kMerges) {
+      if (pair_depth_) {
+        pair_.push_back(std::move(s));
+        return true;
+      }
+      size_t space = s.find(' ');
+      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos)
+        fail("tokenizer.json '", path_, "': merge ", tables_.merges.size(), " \"", s,
+             "\" is not two tokens separated by one space");
+      tables_.merges.emplace_back(s.substr(0, space), s.substr(space + 1));
+      return true;
+    }
+    if (mode_ == Mode::kVocab) fail_here("a string where a token id was expected");
+    return value(json(std::move(s)));
+  }
+  bool key(string_t& k) {
+    if (mode_ == Mode::kVocab) {
+      key_ = std::move(k);
+    } else {
+      keys_.back() = std::move(k);
+    }
+    return true;
+  }
+  bool start_object(size_t) {
+    if (mode_ == Mode::kVocab || (mode_ == Mode::kMerges)) fail_here("an object inside model.vocab or model.merges");
+    if (at_model_member("vocab")) {
+      mode_ = Mode::kVocab;
+      saw_vocab_ = true;
+      return true;
+    }
+    open(json::object());
+    return true;
+  }
+  bool end_object() {
+    if (mode_ == Mode::kVocab) {
+      mode_ = Mode::kTree;
+      return true;
+    }
+    close();
+    return true;
+  }
+  bool start_array(size_t) {
+    if (mode_ == Mode::kMerges) {
+      if (pair_depth_) fail_here("nested arrays in model.merges");
+      pair_depth_ = true;
+      pair_.clear();
+      return true;
+    }
+    if (mode_ == Mode::kVocab) fail_here("an array inside model.vocab");
+    if (at_model_member("merges")) {
+      mode_ = Mode::kMerges;
+      saw_merges_ = true;
+      return true;
+    }
+    open(json::array());
+    return true;
+  }
+  bool end_array() {
+    if (mode_ == Mode::kMerges) {
+      if (pair_depth_) {
+        if (pair_.size() != 2)
+          fail("tokenizer.json '", path_, "': merge ", tables_.merges.size(), " must be a pair of tokens, found ",
+               pair_.size(), " strings");
+        tables_.merges.emplace_back(std::move(pair_[0]), std::move(pair_[1]));
+        pair_depth_ = false;
+      } else {
+        mode_ = Mode::kTree;
+      }
+      return true;
+    }
+    close();
+    return true;
+  }
+  bool parse_error(size_t position, const std::string& last_token, const nlohmann::detail::exception& e) {
+    fail("tokenizer.json '", path_, "' is not valid JSON: ", e.what(), " (byte ", position, ", near \"",
+         last_token.substr(0, 40), "\"); the file is truncated or corrupt");
+  }
+
+ private:
+  enum class Mode { kTree, kVocab, kMerges };
+
+  [[noreturn]] void fail_here(const char* what) const {
+    fail("tokenizer.json '", path_, "': found ", what, "; model.vocab must map tokens to ids and model.merges ",
+         "must list token pairs");
+  }
+  // True when the value about to start is root.model.<name>.
+  bool at_model_member(const char* name) const {
+    return stack_.size() == 2 && keys_.size() == 2 && keys_[0] == "model" && keys_[1] == name && stack_[1]->is_object();
+  }
+  bool integer(int64_t v) {
+    if (mode_ == Mode::kVocab) {
+      if (v < 0 || v > INT32_MAX) fail("tokenizer.json '", path_, "': token \"", key_, "\" has id ", v, ", expected 0..2^31-1");
+      tables_.vocab.emplace_back(std::move(key_), static_cast<int32_t>(v));
+      return true;
+    }
+    if (mode_ == Mode::kMerges) fail_here("a number where a merge was expected");
+    return value(json(v));
+  }
+  json* place(json&& v) {
+    if (stack_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    json& parent = *stack_.back();
+    if (parent.is_array()) {
+      parent.push_back(std::move(v));
+      return &parent.back();
+    }
+    json& slot = parent[keys_.back()];
+    slot = std::move(v);
+    return &slot;
+  }
+  bool value(json&& v) {
+    place(std::move(v));
+    return true;
+  }
+  void open(json&& container) {
+    stack_.push_back(place(std::move(container)));
+    keys_.emplace_back();
+  }
+  void close() {
+    stack_.pop_back();
+    keys_.pop_back();
+  }
+
+  std::string path_;
+  BpeTables& tables_;
+  json root_;
+  std::vector<json*> stack_;
+  std::vector<std::string> keys_;  // the current member name of each open object
+  Mode mode_ = Mode::kTree;
+  std::string key_;
+  std::vector<std::string> pair_;
+  bool pair_depth_ = false;
+  bool saw_vocab_ = false, saw_merges_ = false;
+};
+
 class HfTokenizer final : public Tokenizer {
  public:
-  HfTokenizer(const json& root, const std::string& path) : path_(path) {
+  // `tables`: model.vocab / model.merges when read separately (else they are taken from `root`).
+  HfTokenizer(const json& root, const std::string& path, BpeTables* tables = nullptr) : path_(path) {
     const json& model = root.at("model");
     std::string type = model.value("type", "BPE");
     FUSELM_CHECK(type == "BPE", "tokenizer.json '", path, "': model type \"", type,
                  "\" is not supported (only BPE, used by the Llama, Mistral, Qwen and GPT-2 families)");
     parse_pre_tokenizer(root.value("pre_tokenizer", json()));
     parse_normalizer(root.value("normalizer", json()));
-    parse_model(model);
+    parse_model(model, tables);
     parse_added_tokens(root.value("added_tokens", json::array()));
     parse_post_processor(root.value("post_processor", json()));
     parse_decoder(root.value("decoder", json()));
@@ -217,12 +387,14 @@ class HfTokenizer final : public Tokenizer {
     }
     std::vector<int32_t> ids;
     if (add_bos) ids.insert(ids.end(), template_prefix_.begin(), template_prefix_.end());
-    const SpecialMatcher& matcher = parse_special ? all_added_ : non_special_added_;
+    // Added tokens with normalized=false are found in the raw text, the others in the normalized
+    // fragments between them (HF's AddedVocabulary::extract_and_normalize).
+    const SpecialMatcher& matcher = parse_special ? raw_added_all_ : raw_added_plain_;
     bool at_input_start = true;
     matcher.split(
         text,
         [&](std::string_view fragment) {
-          encode_fragment(fragment, at_input_start && fragment.data() == text.data(), ids);
+          encode_fragment(fragment, at_input_start && fragment.data() == text.data(), parse_special, ids);
           at_input_start = false;
         },
         [&](int32_t id) {
@@ -355,22 +527,48 @@ class HfTokenizer final : public Tokenizer {
     return byte_level_to_bytes(text, bytes) ? bytes : text;
   }
 
-  void parse_model(const json& model) {
-    const json& vocab = model.at("vocab");
-    FUSELM_CHECK(vocab.is_object(), "tokenizer.json '", path_, "': model.vocab must be an object of token -> id");
+  void parse_model(const json& model, BpeTables* tables) {
+    BpeTables from_tree;
+    if (!tables) {
+      const json& vocab = model.at("vocab");
+      FUSELM_CHECK(vocab.is_object(), "tokenizer.json '", path_, "': model.vocab must be an object of token -> id");
+      for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+        FUSELM_CHECK(it.value().is_number_integer() && it.value().get<int64_t>() >= 0 &&
+                         it.value().get<int64_t>() <= INT32_MAX,
+                     "tokenizer.json '", path_, "': token \"", it.key(), "\" has id ", it.value().dump(),
+                     ", expected 0..2^31-1");
+        from_tree.vocab.emplace_back(it.key(), it.value().get<int32_t>());
+      }
+      int index = 0;
+      for (const auto& m : model.at("merges")) {
+        if (m.is_string()) {
+          const std::string& s = m.get_ref<const std::string&>();
+          size_t space = s.find(' ');
+          FUSELM_CHECK(space != std::string::npos && s.find(' ', space + 1) == std::string::npos, "tokenizer.json '",
+                       path_, "': merge ", index, " \"", s, "\" is not two tokens separated by one space");
+          from_tree.merges.emplace_back(s.substr(0, space), s.substr(space + 1));
+        } else {
+          FUSELM_CHECK(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(), "tokenizer.json '",
+                       path_, "': merge ", index, " must be \"a b\" or [\"a\", \"b\"], found ", m.dump());
+          from_tree.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+        }
+        ++index;
+      }
+      tables = &from_tree;
+    }
     int32_t max_id = -1;
-    for (auto it = vocab.begin(); it != vocab.end(); ++it) max_id = std::max(max_id, it.value().get<int32_t>());
+    for (const auto& [text, id] : tables->vocab) max_id = std::max(max_id, id);
+    FUSELM_CHECK(max_id < (1 << 24), "tokenizer.json '", path_, "': token id ", max_id,
+                 " is implausibly large for a vocabulary; the file is corrupt");
     texts_.assign(max_id + 1, {});
     bytes_.assign(max_id + 1, {});
-    model_ids_.reserve(vocab.size());
-    text_ids_.reserve(vocab.size() + 1024);
-    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-      int32_t id = it.value().get<int32_t>();
-      FUSELM_CHECK(id >= 0, "tokenizer.json '", path_, "': token \"", it.key(), "\" has negative id ", id);
-      texts_[id] = it.key();
-      bytes_[id] = model_form(it.key());
+    model_ids_.reserve(tables->vocab.size());
+    text_ids_.reserve(tables->vocab.size() + 1024);
+    for (auto& [text, id] : tables->vocab) {
+      bytes_[id] = model_form(text);
       model_ids_.emplace(bytes_[id], id);
-      text_ids_.emplace(it.key(), id);
+      text_ids_.emplace(text, id);
+      texts_[id] = std::move(text);
     }
     byte_fallback_ = model.value("byte_fallback", false);
     fuse_unk_ = model.value("fuse_unk", false);
@@ -388,25 +586,10 @@ class HfTokenizer final : public Tokenizer {
       }
     }
     cut_at_spaces_ = !byte_level_ && !ignore_merges_ && space_runs_are_word_starts(texts_, kSpaceSymbol);
-    const json& merges = model.at("merges");
-    merges_.reserve(merges.size() * 2);
-    int32_t rank = 0;
+    merges_.reserve(tables->merges.size() * 2);
     std::string joined;
-    for (const auto& m : merges) {
-      std::string_view left, right;
-      if (m.is_string()) {
-        std::string_view s = m.get_ref<const std::string&>();
-        size_t space = s.find(' ');
-        FUSELM_CHECK(space != std::string::npos && s.find(' ', space + 1) == std::string::npos, "tokenizer.json '",
-                     path_, "': merge ", rank, " \"", s, "\" is not two tokens separated by one space");
-        left = s.substr(0, space);
-        right = s.substr(space + 1);
-      } else {
-        FUSELM_CHECK(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(), "tokenizer.json '", path_,
-                     "': merge ", rank, " must be \"a b\" or [\"a\", \"b\"], found ", m.dump());
-        left = m[0].get_ref<const std::string&>();
-        right = m[1].get_ref<const std::string&>();
-      }
+    int32_t rank = 0;
+    for (const auto& [left, right] : tables->merges) {
       joined.assign(left);
       joined.append(right);
       int32_t a = token_id(left), b = token_id(right), merged = token_id(joined);
@@ -431,8 +614,9 @@ class HfTokenizer final : public Tokenizer {
       text_ids_[content] = id;
       bool special = t.value("special", false);
       SpecialMatcher::Token match{id, t.value("lstrip", false), t.value("rstrip", false), t.value("single_word", false)};
-      all_added_.add(content, match);
-      if (!special) non_special_added_.add(content, match);
+      const bool normalized = t.value("normalized", !special);  // HF's default for an AddedToken
+      (normalized ? normalized_added_all_ : raw_added_all_).add(content, match);
+      if (!special) (normalized ? normalized_added_plain_ : raw_added_plain_).add(content, match);
       if (special) special_ids_.push_back(id);
     }
     special_.assign(texts_.size(), false);
@@ -542,8 +726,24 @@ class HfTokenizer final : public Tokenizer {
     return s;
   }
 
-  void encode_fragment(std::string_view fragment, bool at_input_start, std::vector<int32_t>& ids) const {
-    std::string normalized = normalize(fragment);
+  void encode_fragment(std::string_view fragment, bool at_input_start, bool parse_special,
+                       std::vector<int32_t>& ids) const {
+    const std::string normalized = normalize(fragment);
+    const SpecialMatcher& matcher = parse_special ? normalized_added_all_ : normalized_added_plain_;
+    if (matcher.empty()) {
+      encode_normalized(normalized, at_input_start, ids);
+      return;
+    }
+    matcher.split(
+        normalized,
+        [&](std::string_view part) {
+          encode_normalized(part, at_input_start && part.data() == normalized.data(), ids);
+        },
+        [&](int32_t id) { ids.push_back(id); });
+  }
+
+  // Pre-tokenizes normalized text and runs the model on each word.
+  void encode_normalized(std::string_view normalized, bool at_input_start, std::vector<int32_t>& ids) const {
     std::deque<std::string> arena;  // owns rewritten pieces
     std::vector<std::string_view> pieces{normalized};
     std::vector<std::string_view> next;
@@ -782,7 +982,9 @@ class HfTokenizer final : public Tokenizer {
   std::vector<int32_t> special_ids_;
   PieceMap model_ids_, text_ids_;
   std::unordered_map<uint64_t, BpeMerge> merges_;
-  SpecialMatcher all_added_, non_special_added_;
+  // Added tokens matched in the raw text (normalized=false) or in normalized text; all of them
+  // (parse_special) or only the non-special ones.
+  SpecialMatcher raw_added_all_, raw_added_plain_, normalized_added_all_, normalized_added_plain_;
   std::vector<int32_t> template_prefix_, template_suffix_;
   int32_t bos_ = -1;
   std::vector<int32_t> eos_;
@@ -803,18 +1005,31 @@ std::unique_ptr<Tokenizer> make_hf_tokenizer(const nlohmann::json& root, const s
 }
 
 std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path, const std::string& config_path) {
-  json root;
-  try {
-    root = json::parse(read_text_file(path));
-  } catch (const json::exception& e) {
-    fail("tokenizer.json '", path, "' is not valid JSON: ", e.what(), "; the file is truncated or corrupt");
-  }
+  auto file = MappedFile::open(path);
+  std::string_view text(reinterpret_cast<const char*>(file->data()), file->size());
+  BpeTables tables;
+  TokenizerJsonReader reader(path, tables);
+  json::sax_parse(text.begin(), text.end(), &reader);
+  json& root = reader.root();
   FUSELM_CHECK(root.is_object() && root.contains("model"), "'", path,
                "' is JSON but not an HF tokenizer.json: it has no \"model\" object");
+  std::string type = root["model"].value("type", "BPE");
+  FUSELM_CHECK(type == "BPE", "tokenizer.json '", path, "': model type \"", type,
+               "\" is not supported (only BPE, used by the Llama, Mistral, Qwen and GPT-2 families)");
+  FUSELM_CHECK(reader.has_vocab() && reader.has_merges(), "tokenizer.json '", path,
+               "': the BPE model needs model.vocab (an object) and model.merges (an array)");
   std::unique_ptr<HfTokenizer> tok;
   try {
-    tok = std::make_unique<HfTokenizer>(root, path);
-    if (!config_path.empty()) tok->apply_config(json::parse(read_text_file(config_path)));
+    tok = std::make_unique<HfTokenizer>(root, path, &tables);
+    if (!config_path.empty()) {
+      json config;
+      try {
+        config = json::parse(read_text_file(config_path));
+      } catch (const json::exception& e) {
+        fail("'", config_path, "' is not valid JSON: ", e.what());
+      }
+      tok->apply_config(config);
+    }
   } catch (const json::exception& e) {
     fail("tokenizer.json '", path, "' has an unexpected structure: ", e.what());
   }

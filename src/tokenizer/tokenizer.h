@@ -20,7 +20,9 @@ class Tokenizer {
   // The bytes of one token as the reference decoder emits them in a stream (may be a partial
   // UTF-8 sequence; leading-space rules applied as the reference does for a non-first token).
   virtual std::string token_bytes(int32_t id) const = 0;
-  // Decodes a whole sequence exactly as the reference decoder does.
+  // Decodes a whole sequence exactly as the reference decoder does, invalid UTF-8 replaced by
+  // U+FFFD: SentencePiece, GGUF "llama" and llama2.c hide control tokens (BOS/EOS); HF
+  // tokenizer.json skips special tokens (the `tokenizers` library's default); tiktoken shows them.
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
 
   virtual int vocab_size() const = 0;

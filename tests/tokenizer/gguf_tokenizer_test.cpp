@@ -50,7 +50,7 @@ TEST(GgufLlama2, ParseSpecialAndAgreementWithSentencePiece) {
   for (int32_t id = 0; id < 32000; id += 7) EXPECT_EQ(gguf->token_bytes(id), spm->token_bytes(id)) << id;
 }
 
-TEST(GgufFileErrors, WeightsOnlyFileOrWrongFileIsAClearError) {
+TEST(GgufFileErrors, ConfigJsonIsNotATokenizer) {
   FUSELM_REQUIRE_MODEL("tiny-llama2/config.json");
   EXPECT_THROW(load_tokenizer(test::model_path("tiny-llama2/config.json")), Error);
 }

@@ -113,5 +113,23 @@ TEST(HfTokenizerFile, SmallByteLevelTokenizerWithMetaspaceAndAddedTokens) {
   EXPECT_EQ(tok->decode(ids), " ab abc");
 }
 
+TEST(HfTokenizerFile, NormalizedAddedTokensAreFoundAfterNormalization) {
+  // A SentencePiece-style file: spaces become "▁" before a normalized added token is looked for.
+  const std::string json = R"({
+    "added_tokens": [{"id": 5, "content": "\u2581hi\u2581there", "special": false, "normalized": true,
+                      "lstrip": false, "rstrip": false, "single_word": false},
+                     {"id": 6, "content": "<s>", "special": true, "normalized": false,
+                      "lstrip": false, "rstrip": false, "single_word": false}],
+    "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                                                        {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+    "model": {"type": "BPE", "byte_fallback": false, "unk_token": "<unk>", "fuse_unk": true,
+              "vocab": {"<unk>": 0, "\u2581": 1, "h": 2, "i": 3, "x": 4},
+              "merges": []}
+  })";
+  auto tok = load_tokenizer(write_temp("normalized_added.json", json));
+  EXPECT_EQ(tok->encode("hi there x", false), (std::vector<int32_t>{5, 1, 4}));
+  EXPECT_EQ(tok->encode("<s>x", false, true), (std::vector<int32_t>{6, 1, 4}));
+}
+
 }  // namespace
 }  // namespace fuselm
