@@ -647,13 +647,17 @@ TEST(AttentionLauncher, RejectsUnsupportedShapesWithAClearMessage) {
   kv.k = kv.v = fake;
   kv.block_tables = fake_i;
   kv.max_blocks_per_seq = 4;
-  kv.layout = PagedKvLayout{16, 2, 96};
-  AttentionShape shape{8, 2, 96, 0.1f};
+  kv.layout = PagedKvLayout{16, 2, 97};
+  AttentionShape shape{8, 2, 97, 0.1f};
   std::string m = prefill_attention(fake, fake, DType::BF16, shape, kv, fake_i, fake_i, 1, 4, nullptr).message();
-  EXPECT_NE(m.find("unsupported head_dim=96 (supported: 64, 128)"), std::string::npos) << m;
+  EXPECT_NE(m.find("unsupported head_dim=97 (supported: even values 8..256; tensor cores for 64, 128)"),
+            std::string::npos)
+      << m;
   DecodeAttentionPlan plan{256, 4};
   m = decode_attention(fake, fake, DType::F16, shape, kv, fake_i, 1, plan, fake, nullptr).message();
-  EXPECT_NE(m.find("unsupported head_dim=96 (supported: 64, 128)"), std::string::npos) << m;
+  EXPECT_NE(m.find("unsupported head_dim=97 (supported: even values 8..256; tensor cores for 64, 128)"),
+            std::string::npos)
+      << m;
 
   kv.layout.head_dim = shape.head_dim = 128;
   m = decode_attention(fake, fake, DType::F32, shape, kv, fake_i, 1, plan, fake, nullptr).message();

@@ -8,6 +8,9 @@
 // Device-side lengths that contradict the block table (kv_len past max_blocks_per_seq *
 // block_size, fewer cached than new tokens, more splits than planned) produce NaN outputs for
 // that sequence instead of reads outside the cache.
+// head_dim 64 and 128 run on tensor cores; other even head_dims up to 256 run a simple CUDA-core
+// fallback (attention_generic.cuh) with the same semantics and guarantees (its decode has no
+// splits and leaves the workspace untouched).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -21,7 +24,7 @@ namespace fuselm {
 struct AttentionShape {
   int n_heads = 0;
   int n_kv_heads = 0;
-  int head_dim = 0;  // supported: 64, 128
+  int head_dim = 0;  // supported: even values 8..256 (tensor cores for 64 and 128, CUDA cores otherwise)
   float scale = 0.0f;  // usually 1/sqrt(head_dim)
 };
 

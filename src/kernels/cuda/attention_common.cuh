@@ -37,12 +37,21 @@ struct IntConst {
   static constexpr int value = N;
 };
 
-template <class F>
-Status dispatch_head_dim(int head_dim, F&& f) {
+// The generic kernel keeps a lane's share of a head_dim vector (pairs of dims) in registers
+// sized for this bound.
+inline constexpr int kGenericMaxHeadDim = 256;
+
+// head_dim 64 and 128 run the tensor-core kernels: tensor_core(IntConst<head_dim>). Any other even
+// value in 8..kGenericMaxHeadDim runs the CUDA-core fallback (attention_generic.cuh): generic().
+template <class TensorCore, class Generic>
+Status dispatch_head_dim(int head_dim, TensorCore&& tensor_core, Generic&& generic) {
   switch (head_dim) {
-    case 64: return f(IntConst<64>{});
-    case 128: return f(IntConst<128>{});
-    default: return Status::error(str_cat("attention: unsupported head_dim=", head_dim, " (supported: 64, 128)"));
+    case 64: return tensor_core(IntConst<64>{});
+    case 128: return tensor_core(IntConst<128>{});
+    default:
+      if (head_dim >= 8 && head_dim <= kGenericMaxHeadDim && head_dim % 2 == 0) return generic();
+      return Status::error(str_cat("attention: unsupported head_dim=", head_dim,
+                                   " (supported: even values 8..256; tensor cores for 64, 128)"));
   }
 }
 

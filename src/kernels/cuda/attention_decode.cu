@@ -14,6 +14,7 @@
 // their issue economy, not their rate: one mma replaces the 16-lane shuffle reductions a
 // CUDA-core dot product would need per (token, head).
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_generic.cuh"
 #include "kernels/cuda/attention_variants.h"
 #include "kernels/cuda/cuda_check.h"
 
@@ -269,7 +270,8 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
 
   return dispatch_dtype(dtype, [&](auto type_tag) {
     using T = decltype(type_tag);
-    return dispatch_head_dim(shape.head_dim, [&](auto head_dim_tag) {
+    const auto generic = [&] { return decode_attention_generic<T>(q, out, shape, kv, kv_lens, batch, plan, stream); };
+    const auto tensor_core = [&](auto head_dim_tag) {
       constexpr int kHeadDim = decltype(head_dim_tag)::value;
       return dispatch_stages(variant.stages, [&](auto stages_tag) -> Status {
         constexpr int kStages = decltype(stages_tag)::value;
@@ -298,7 +300,8 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
         FUSELM_CUDA_RETURN_LAUNCH();
         return Status();
       });
-    });
+    };
+    return dispatch_head_dim(shape.head_dim, tensor_core, generic);
   });
 }
 

@@ -10,6 +10,7 @@
 // each K/V tile is read from the cache once per group rather than once per query head, and short
 // chunks (q_len < 64) still fill the tensor-core tile.
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_generic.cuh"
 #include "kernels/cuda/attention_variants.h"
 #include "kernels/cuda/cuda_check.h"
 
@@ -189,7 +190,10 @@ Status prefill_attention_variant(const PrefillVariant& variant, const void* q, v
 
   return dispatch_dtype(dtype, [&](auto type_tag) {
     using T = decltype(type_tag);
-    return dispatch_head_dim(shape.head_dim, [&](auto head_dim_tag) -> Status {
+    const auto generic = [&] {
+      return prefill_attention_generic<T>(q, out, shape, kv, q_starts, kv_lens, batch, max_q_len, stream);
+    };
+    const auto tensor_core = [&](auto head_dim_tag) -> Status {
       constexpr int kHeadDim = decltype(head_dim_tag)::value;
       return dispatch_tiling(variant, [&](auto tiling) -> Status {
         using Tiling = decltype(tiling);
@@ -206,7 +210,8 @@ Status prefill_attention_variant(const PrefillVariant& variant, const void* q, v
         FUSELM_CUDA_RETURN_LAUNCH();
         return Status();
       });
-    });
+    };
+    return dispatch_head_dim(shape.head_dim, tensor_core, generic);
   });
 }
 
