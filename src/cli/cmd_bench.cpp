@@ -41,6 +41,7 @@ struct BenchArgs {
   bool no_peak = false;
   std::string peak_bytes;
   int peak_runs = bench::kDefaultPeakRuns;
+  int kv_block_size = 16;
   double kv_fraction = 0;  // 0: the engine default alone, split between two engines when comparing
   bool quiet = false;
   BenchOptions options;
@@ -149,6 +150,7 @@ int run_bench(const BenchArgs& a) {
     eo.max_batch = needs.max_batch;
     eo.max_seq_len = needs.max_seq_len;
     eo.max_prefill_tokens = needs.max_prefill_tokens;
+    eo.kv_block_size = a.kv_block_size;
     if (a.kv_fraction > 0) {
       eo.kv_memory_fraction = a.kv_fraction;
     } else if (paths.size() == 2) {
@@ -233,6 +235,7 @@ std::function<int()> setup_bench(CLI::App& sub) {
   sub.add_option("--peak-bytes", a->peak_bytes, "buffer for the peak measurement, e.g. 4G (GPU) or 1G (CPU)");
   sub.add_option("--peak-runs", a->peak_runs, "timed runs of the peak measurement (the median is reported)")
       ->capture_default_str();
+  sub.add_option("--kv-block-size", a->kv_block_size, "GPU: tokens per paged KV block")->capture_default_str();
   sub.add_option("--kv-fraction", a->kv_fraction,
                  "share of free memory each engine gives its KV cache (default: the engine's; split when comparing)");
   sub.add_flag("-q,--quiet", a->quiet, "no progress line on stderr");

@@ -28,6 +28,7 @@ struct EngineOptions {
   int max_batch = 256;        // most sequences in one step
   int max_seq_len = 0;        // longest sequence; 0 = the model's max_position_embeddings (capped)
   int max_prefill_tokens = 8192;  // most tokens in one forward call
+  int kv_block_size = 16;     // tokens per paged KV block on the GPU (a power of two)
   double kv_memory_fraction = 0.9;  // share of the memory left after weights given to the KV cache
   bool verbose = false;       // print the memory budget at start
 };

@@ -445,7 +445,9 @@ void BaselineCudaEngine::forward_sample(std::span<const SequenceChunk> chunks, s
 }  // namespace
 
 std::unique_ptr<CudaEngine> make_cuda_engine(const Model& model, const EngineOptions& options) {
-  return make_cuda_engine(model, options, CudaEngineTuning{});
+  CudaEngineTuning tuning;
+  tuning.kv_block_size = options.kv_block_size;
+  return make_cuda_engine(model, options, tuning);
 }
 
 std::unique_ptr<CudaEngine> make_cuda_engine(const Model& model, const EngineOptions& options,
