@@ -10,6 +10,7 @@
 
 #include "core/mapped_file.h"
 #include "test_util.h"
+#include "tokenizer/tokenizer.h"
 
 namespace fuselm::test {
 
@@ -48,6 +49,14 @@ inline std::vector<TokenizerCase> llama_spm_goldens() {
     for (int32_t id; ids >> id;) c.ids.push_back(id);
   }
   return cases;
+}
+
+// Decodes `ids` one token at a time through a StreamDecoder, as a generation loop would.
+inline std::string stream_decode(const Tokenizer& tok, const std::vector<int32_t>& ids) {
+  StreamDecoder stream(tok);
+  std::string out;
+  for (int32_t id : ids) out += stream.push(id);
+  return out + stream.flush();
 }
 
 }  // namespace fuselm::test

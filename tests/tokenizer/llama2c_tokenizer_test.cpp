@@ -9,15 +9,7 @@
 namespace fuselm {
 namespace {
 
-std::string stream_decode(const Tokenizer& tok, const std::vector<int32_t>& ids) {
-  StreamDecoder stream(tok);
-  std::string out;
-  for (int32_t id : ids) {
-    std::string piece = stream.push(id);
-    out += piece;
-  }
-  return out + stream.flush();
-}
+using test::stream_decode;
 
 TEST(Llama2cTokenizer, MatchesSentencePieceGoldens) {
   FUSELM_REQUIRE_MODEL("llama2-tokenizer/tokenizer.bin");

@@ -8,12 +8,7 @@
 namespace fuselm {
 namespace {
 
-std::string stream_decode(const Tokenizer& tok, const std::vector<int32_t>& ids) {
-  StreamDecoder stream(tok);
-  std::string out;
-  for (int32_t id : ids) out += stream.push(id);
-  return out + stream.flush();
-}
+using test::stream_decode;
 
 void expect_round_trips(const std::string& rel, const std::vector<test::TokenizerCase>& cases) {
   auto tok = load_tokenizer(test::model_path(rel));

@@ -9,12 +9,7 @@
 namespace fuselm {
 namespace {
 
-std::string stream_decode(const Tokenizer& tok, const std::vector<int32_t>& ids) {
-  StreamDecoder stream(tok);
-  std::string out;
-  for (int32_t id : ids) out += stream.push(id);
-  return out + stream.flush();
-}
+using test::stream_decode;
 
 class Llama3Tiktoken : public testing::Test {
  protected:
