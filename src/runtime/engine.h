@@ -24,7 +24,7 @@ std::string execution_path_name(ExecutionPath p);
 struct EngineOptions {
   DeviceKind device = DeviceKind::Cpu;
   DType dtype = DType::BF16;  // compute/storage dtype on the GPU (the CPU computes in fp32)
-  ExecutionPath path = ExecutionPath::Baseline;  // becomes Fused once the fused decode path lands
+  ExecutionPath path = ExecutionPath::Fused;  // CUDA decode path (prefill is shared; the CPU ignores it)
   int max_batch = 256;        // most sequences in one step
   int max_seq_len = 0;        // longest sequence; 0 = the model's max_position_embeddings (capped)
   int max_prefill_tokens = 8192;  // most tokens in one forward call

@@ -1,5 +1,5 @@
-// The CUDA baseline engine end to end on synthetic models, against a plain fp32 forward pass of the
-// same (dtype-rounded) weights. Tolerance: ||logits - ref|| / ||ref|| per row <= 2e-2 in bf16 and
+// The CUDA engine end to end on synthetic models, on both paths (fused decode graphs, baseline
+// kernels), against a plain fp32 forward pass of the same (dtype-rounded) weights. Tolerance: ||logits - ref|| / ||ref|| per row <= 2e-2 in bf16 and
 // 5e-3 in fp16 (activations are rounded to the dtype between kernels); top-1 must agree wherever the
 // reference's top two are at least 0.05 apart.
 #include "runtime/cuda/cuda_engine.h"
@@ -69,10 +69,13 @@ ModelConfig mha128_config() {
   return c;
 }
 
-EngineOptions small_options(DType dtype) {
+constexpr ExecutionPath kPaths[] = {ExecutionPath::Fused, ExecutionPath::Baseline};
+
+EngineOptions small_options(DType dtype, ExecutionPath path = ExecutionPath::Fused) {
   EngineOptions o;
   o.device = DeviceKind::Cuda;
   o.dtype = dtype;
+  o.path = path;
   o.max_batch = 64;
   o.max_prefill_tokens = 1024;
   o.max_seq_len = 512;
@@ -120,12 +123,23 @@ TEST(CudaEngine, ReportsMissingDeviceClearly) {
   EXPECT_NE(msg.find("--device cpu"), std::string::npos) << msg;
 }
 
-TEST(CudaEngine, RefusesTheFusedPath) {
-  auto model = make_synthetic_model(gqa4_config(), false);
-  EngineOptions o = small_options(DType::BF16);
-  o.path = ExecutionPath::Fused;
-  const std::string msg = error_of([&] { make_cuda_engine(*model, o); });
-  EXPECT_NE(msg.find("the fused path is not available yet; use --path baseline"), std::string::npos) << msg;
+// head_dim 8 is outside the fused kernels: the engine says so and decodes on the baseline path.
+TEST(CudaEngine, FusedPathFallsBackForModelsItDoesNotCover) {
+  FUSELM_REQUIRE_GPU();
+  ModelConfig c = gqa4_config();
+  c.num_heads = 8;
+  c.num_kv_heads = 4;
+  c.head_dim = 8;
+  c.hidden_size = 64;
+  auto model = make_synthetic_model(c, false);
+  auto engine = make_cuda_engine(*model, small_options(DType::BF16));
+  EXPECT_NE(engine->description().find("(fused decode does not support head_dim 8"), std::string::npos)
+      << engine->description();
+  const int seq = engine->add_sequence();
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  forward_one(*engine, seq, prompt, false);
+  const int32_t next = 4;
+  EXPECT_EQ(forward_one(*engine, seq, {&next, 1}, false).size(), static_cast<size_t>(c.vocab_size));
 }
 
 TEST(CudaEngine, RefusesUnsupportedDtype) {
@@ -184,10 +198,11 @@ TEST(CudaEngine, ChunkedPrefillThenDecodeMatchesReference) {
   std::mt19937 gen(102);
   const ModelConfig config = gqa8_config();
   auto model = make_synthetic_model(config, false);
-  for (DType dtype : {DType::BF16, DType::F16}) {
-    SCOPED_TRACE(dtype_name(dtype));
+  for (DType dtype : {DType::BF16, DType::F16})
+  for (ExecutionPath path : kPaths) {
+    SCOPED_TRACE(dtype_name(dtype) + " " + execution_path_name(path));
     const ReferenceModel reference(*model, dtype);
-    auto engine = make_cuda_engine(*model, small_options(dtype));
+    auto engine = make_cuda_engine(*model, small_options(dtype, path));
     const std::vector<int32_t> tokens = random_tokens(gen, 300, config.vocab_size);
     const int seq = engine->add_sequence();
     // Chunks of 5, 11 and 250 (crossing many blocks), then 34 decode steps (crossing a split of 256).
@@ -214,7 +229,9 @@ TEST(CudaEngine, RaggedBatchMatchesRunningAlone) {
   std::mt19937 gen(103);
   const ModelConfig config = gqa4_config();
   auto model = make_synthetic_model(config, false);
-  auto engine = make_cuda_engine(*model, small_options(DType::BF16));
+  for (ExecutionPath path : kPaths) {
+  SCOPED_TRACE(execution_path_name(path));
+  auto engine = make_cuda_engine(*model, small_options(DType::BF16, path));
   const int n_seq = 64, vocab = config.vocab_size;
   // Half the sequences already hold a context (they decode one token), half start with a prompt.
   std::vector<std::vector<int32_t>> context(n_seq), next(n_seq);
@@ -252,6 +269,7 @@ TEST(CudaEngine, RaggedBatchMatchesRunningAlone) {
     EXPECT_LE(test::relative_l2(b, a, vocab), 1e-2) << "sequence " << i;
   }
   EXPECT_EQ(engine->kv_stats().free_blocks, engine->kv_stats().total_blocks);
+  }
 }
 
 TEST(CudaEngine, UploadedAndDeviceGeneratedWeightsAgreeBitwise) {
@@ -275,7 +293,9 @@ TEST(CudaEngine, InferenceAllocatesNothing) {
   std::mt19937 gen(105);
   const ModelConfig config = gqa4_config();
   auto model = make_synthetic_model(config, false);
-  EngineOptions o = small_options(DType::BF16);
+  for (ExecutionPath path : kPaths) {
+  SCOPED_TRACE(execution_path_name(path));
+  EngineOptions o = small_options(DType::BF16, path);
   o.max_batch = 4;  // 10 all-logits rows go through the LM head in slabs of 4
   auto engine = make_cuda_engine(*model, o);
   const int64_t before = device_allocation_count();
@@ -304,6 +324,7 @@ TEST(CudaEngine, InferenceAllocatesNothing) {
   engine->remove_sequence(a);
   engine->remove_sequence(b);
   EXPECT_EQ(device_allocation_count(), before);
+  }
 }
 
 TEST(CudaEngine, GreedySamplingOnDeviceIsTheArgmaxAndSeededSamplingRepeats) {
@@ -311,7 +332,9 @@ TEST(CudaEngine, GreedySamplingOnDeviceIsTheArgmaxAndSeededSamplingRepeats) {
   std::mt19937 gen(106);
   const ModelConfig config = gqa4_config();
   auto model = make_synthetic_model(config, false);
-  auto engine = make_cuda_engine(*model, small_options(DType::BF16));
+  for (ExecutionPath path : kPaths) {
+  SCOPED_TRACE(execution_path_name(path));
+  auto engine = make_cuda_engine(*model, small_options(DType::BF16, path));
   const std::vector<int32_t> prompt = random_tokens(gen, 12, config.vocab_size);
 
   // Greedy: the device's token is the argmax of the logits forward() returns for the same step.
@@ -360,6 +383,7 @@ TEST(CudaEngine, GreedySamplingOnDeviceIsTheArgmaxAndSeededSamplingRepeats) {
   const std::vector<int32_t> alone = generate(false), beside = generate(true);
   EXPECT_EQ(alone, beside);
   EXPECT_GT(std::set<int32_t>(alone.begin(), alone.end()).size(), 1u) << "sampling should not be greedy here";
+  }
 }
 
 TEST(CudaEngine, OutOfBlocksIsAnErrorNamingTheNumbersAndRemovalFreesBlocks) {
@@ -369,7 +393,9 @@ TEST(CudaEngine, OutOfBlocksIsAnErrorNamingTheNumbersAndRemovalFreesBlocks) {
   auto model = make_synthetic_model(config, false);
   CudaEngineTuning tuning;
   tuning.max_kv_blocks = 4;  // 64 tokens of 16
-  auto engine = make_cuda_engine(*model, small_options(DType::BF16), tuning);
+  for (ExecutionPath path : kPaths) {
+  SCOPED_TRACE(execution_path_name(path));
+  auto engine = make_cuda_engine(*model, small_options(DType::BF16, path), tuning);
   EXPECT_EQ(engine->kv_stats().total_blocks, 4);
   EXPECT_EQ(engine->max_sequence_length(), 64);
   const int a = engine->add_sequence(), b = engine->add_sequence();
@@ -388,6 +414,7 @@ TEST(CudaEngine, OutOfBlocksIsAnErrorNamingTheNumbersAndRemovalFreesBlocks) {
   const std::string too_long = error_of([&] { forward_one(*engine, b, random_tokens(gen, 35, config.vocab_size), false); });
   EXPECT_NE(too_long.find("would grow to 65 tokens, over the longest this engine holds (64"), std::string::npos)
       << too_long;
+  }
 }
 
 TEST(CudaEngine, StepErrorsAreClear) {
@@ -431,7 +458,8 @@ TEST(CudaEngine, VerbosePrintsTheKvBudget) {
   EXPECT_NE(err.find("KV cache: 100 blocks × 16 tokens = 1600 tokens; longest sequence that fits: 512"),
             std::string::npos)
       << err;
-  EXPECT_NE(engine->description().find("cuda baseline bf16"), std::string::npos);
+  EXPECT_NE(err.find("fused decode: packed weights"), std::string::npos) << err;
+  EXPECT_NE(engine->description().find("cuda fused bf16"), std::string::npos) << engine->description();
 }
 
 }  // namespace

@@ -95,7 +95,7 @@ struct FusedFixture {
     model.lm_head = pack_stacked(arena, {&m.weights.lm_head}, {});
     model.inv_freq = arena.upload(rope_inv_freq(c.rope, c.head_dim));
     model.kv_layout = PagedKvLayout{16, c.num_kv_heads, c.head_dim};
-    model.variant = SkinnyGemmVariant{1, 8};
+    model.variants = FusedDecodeVariants::all(SkinnyGemmVariant{1, 8});
     max_blocks = (max_seq_len + 15) / 16;
     const int64_t blocks = static_cast<int64_t>(kSkinnyGemmMaxTokens) * max_blocks;
     for (const LayerWeights& l : m.weights.layers) {

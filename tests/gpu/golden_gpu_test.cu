@@ -69,17 +69,33 @@ struct GoldenScore {
   std::vector<std::string> mismatches;
 };
 
-GoldenScore score_against_golden(const std::string& model_rel, const std::string& golden_dir, DType dtype) {
+// How the prompt goes through the engine: one prefill step (logits of every position), or one
+// token per step, so that every position's logits come from the fused decode graphs.
+enum class Feed { Prefill, FusedDecodeSteps };
+
+GoldenScore score_against_golden(const std::string& model_rel, const std::string& golden_dir, DType dtype,
+                                 Feed feed = Feed::Prefill) {
   auto model = load_for_gpu(model_rel);
   model->config.rope.bf16_inv_freq = true;  // as the golden's HF model had them
-  auto engine = make_cuda_engine(*model, gpu_options(dtype));
+  EngineOptions options = gpu_options(dtype);
+  options.path = ExecutionPath::Fused;
+  auto engine = make_cuda_engine(*model, options);
   const size_t vocab = static_cast<size_t>(model->config.vocab_size);
   GoldenScore score;
   for (const test::GoldenCase& g : test::read_golden(golden_dir)) {
     const int seq = engine->add_sequence();
     std::vector<float> logits;
-    SequenceChunk chunk{seq, g.ids, true};
-    engine->forward(std::span<const SequenceChunk>(&chunk, 1), logits);
+    if (feed == Feed::Prefill) {
+      SequenceChunk chunk{seq, g.ids, true};
+      engine->forward(std::span<const SequenceChunk>(&chunk, 1), logits);
+    } else {
+      for (size_t pos = 0; pos < g.ids.size(); ++pos) {
+        SequenceChunk chunk{seq, std::span<const int32_t>(g.ids.data() + pos, 1), false};
+        std::vector<float> row;
+        engine->forward(std::span<const SequenceChunk>(&chunk, 1), row);
+        logits.insert(logits.end(), row.begin(), row.end());
+      }
+    }
     engine->remove_sequence(seq);
     EXPECT_EQ(logits.size(), g.ids.size() * vocab);
     for (size_t pos = 0; pos < g.ids.size(); ++pos) {
@@ -106,6 +122,19 @@ void check_golden(const std::string& name, const std::string& model_rel, const s
   for (DType dtype : {DType::BF16, DType::F16}) {
     SCOPED_TRACE(dtype_name(dtype));
     const GoldenScore s = score_against_golden(model_rel, golden_dir, dtype);
+    // The same prompts one token per step: the fused decode path, held to the same bounds.
+    const GoldenScore d = score_against_golden(model_rel, golden_dir, dtype, Feed::FusedDecodeSteps);
+    const nlohmann::json rd = {{"top1_match", static_cast<double>(d.top1_matches) / d.positions},
+                               {"positions", d.positions},
+                               {"rel_err", d.max_rel_err},
+                               {"top1_mismatches", d.mismatches}};
+    entry["fused_decode"][std::string(dtype_name(dtype))] = rd;
+    if (dtype == held_to) {
+      EXPECT_EQ(d.top1_matches, d.positions) << "fused decode: " << nlohmann::json(d.mismatches).dump(1);
+      EXPECT_LE(d.max_rel_err, 2e-2) << "fused decode";
+    } else {
+      EXPECT_LE(d.max_rel_err, 5e-2) << "fused decode";
+    }
     const nlohmann::json r = {{"top1_match", static_cast<double>(s.top1_matches) / s.positions},
                               {"positions", s.positions},
                               {"rel_err", s.max_rel_err},

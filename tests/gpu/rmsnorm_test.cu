@@ -3,10 +3,13 @@
 // step of the output dtype.
 #include "kernels/cuda/rmsnorm.h"
 
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include "gpu_test_util.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cuda/residual.h"
 
 namespace fuselm {
 namespace {
@@ -55,6 +58,42 @@ TEST(CudaRmsnorm, IsDeterministic) {
   d_a.download(a.data(), a.size() * 4);
   d_b.download(b.data(), b.size() * 4);
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
+}
+
+// The fused residual add + norm is bitwise what the two kernels give one after the other.
+TEST(CudaRmsnorm, AddRmsnormEqualsResidualAddThenRmsnorm) {
+  FUSELM_REQUIRE_GPU();
+  std::mt19937 gen(23);
+  for (int64_t dim : {4096, 100}) {
+    for (DType dtype : {DType::BF16, DType::F16}) {
+      SCOPED_TRACE(testing::Message() << "dim=" << dim << " dtype=" << dtype_name(dtype));
+      const int64_t n = 19;
+      const std::vector<float> x = test::random_floats(gen, n * dim, -4.0f, 4.0f);
+      const std::vector<float> w = test::random_floats(gen, dim, 0.5f, 1.5f);
+      const std::vector<float> d = test::random_floats(gen, n * dim, -1.0f, 1.0f);
+      std::vector<uint16_t> d_bits(d.size());
+      convert_dtype(d.data(), DType::F32, d_bits.data(), dtype, static_cast<int64_t>(d.size()));
+      DeviceArray x1(x.size() * 4), x2(x.size() * 4), dw(w.size() * 4), dd(d_bits.size() * 2);
+      DeviceArray o1(dtype_bytes(dtype, n * dim)), o2(dtype_bytes(dtype, n * dim));
+      x1.upload(x.data(), x.size() * 4);
+      x2.upload(x.data(), x.size() * 4);
+      dw.upload(w.data(), w.size() * 4);
+      dd.upload(d_bits.data(), d_bits.size() * 2);
+      ASSERT_STATUS_OK(residual_add(x1.get<float>(), dd.get(), dtype, n * dim, nullptr));
+      ASSERT_STATUS_OK(rmsnorm(x1.get<float>(), dw.get<float>(), 1e-5f, n, dim, o1.get(), dtype, nullptr));
+      ASSERT_STATUS_OK(add_rmsnorm(x2.get<float>(), dd.get(), dtype, dw.get<float>(), 1e-5f, n, dim, o2.get(), dtype,
+                                   nullptr));
+      ASSERT_CUDA_OK(cudaDeviceSynchronize());
+      std::vector<float> r1(x.size()), r2(x.size());
+      x1.download(r1.data(), r1.size() * 4);
+      x2.download(r2.data(), r2.size() * 4);
+      EXPECT_EQ(0, std::memcmp(r1.data(), r2.data(), r1.size() * 4)) << "residual";
+      std::vector<uint16_t> n1(n * dim), n2(n * dim);
+      o1.download(n1.data(), n1.size() * 2);
+      o2.download(n2.data(), n2.size() * 2);
+      EXPECT_EQ(n1, n2) << "normed";
+    }
+  }
 }
 
 }  // namespace

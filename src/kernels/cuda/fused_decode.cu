@@ -119,7 +119,7 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
   const int tiles = static_cast<int>(mma_tiles(model.hidden));
   const SkinnyNorm norm{buf.partials, tiles, model.hidden, model.eps};
   const AttentionShape shape{model.n_heads, model.n_kv_heads, model.head_dim, 1.0f / std::sqrt(float(model.head_dim))};
-  const SkinnyGemmVariant v = model.variant;
+  const FusedDecodeVariants& v = model.variants;
 
   Status s = fused_embed(model.embedding, model.dtype, model.hidden, in.tokens, m,
                          model.layers.empty() ? model.final_norm : model.layers[0].attn_norm, buf.residual, buf.xg,
@@ -139,26 +139,26 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
     qkv.n_heads = model.n_heads;
     qkv.n_kv_heads = model.n_kv_heads;
     qkv.head_dim = model.head_dim;
-    if (!(s = skinny_gemm_qkv_rope(layer.qkv, xg_in, norm, qkv, v, stream)).ok()) return s;
+    if (!(s = skinny_gemm_qkv_rope(layer.qkv, xg_in, norm, qkv, v.qkv, stream)).ok()) return s;
 
     if (!(s = decode_attention(buf.q, buf.attn, model.dtype, shape, kv, in.kv_lens, m, attention_plan,
                                buf.attention_workspace, stream)).ok())
       return s;
 
     SkinnyResidualOut attn_out{buf.residual, model.hidden, layer.ffn_norm, buf.xg, model.hidden, buf.partials};
-    if (!(s = skinny_gemm_residual(layer.o, SkinnyInput{buf.attn, q_dim, m}, SkinnyNorm{}, attn_out, v, stream)).ok())
+    if (!(s = skinny_gemm_residual(layer.o, SkinnyInput{buf.attn, q_dim, m}, SkinnyNorm{}, attn_out, v.o, stream)).ok())
       return s;
 
-    if (!(s = skinny_gemm_swiglu(layer.gate_up, xg_in, norm, SkinnySwigluOut{buf.act, model.ffn, model.ffn}, v,
-                                 stream)).ok())
+    if (!(s = skinny_gemm_swiglu(layer.gate_up, xg_in, norm, SkinnySwigluOut{buf.act, model.ffn, model.ffn},
+                                 v.gate_up, stream)).ok())
       return s;
 
     const void* next_norm = l + 1 < model.layers.size() ? model.layers[l + 1].attn_norm : model.final_norm;
     SkinnyResidualOut ffn_out{buf.residual, model.hidden, next_norm, buf.xg, model.hidden, buf.partials};
-    if (!(s = skinny_gemm_residual(layer.down, SkinnyInput{buf.act, model.ffn, m}, SkinnyNorm{}, ffn_out, v, stream)).ok())
+    if (!(s = skinny_gemm_residual(layer.down, SkinnyInput{buf.act, model.ffn, m}, SkinnyNorm{}, ffn_out, v.down, stream)).ok())
       return s;
   }
-  return skinny_gemm_store(model.lm_head, xg_in, norm, buf.logits, DType::F32, model.vocab, v, stream);
+  return skinny_gemm_store(model.lm_head, xg_in, norm, buf.logits, DType::F32, model.vocab, v.lm_head, stream);
 }
 
 }  // namespace fuselm

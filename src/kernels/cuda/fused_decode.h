@@ -31,6 +31,13 @@ struct FusedDecodeLayer {
   void* v_cache = nullptr;
 };
 
+// The skinny GEMM variant of each decode matrix, chosen once by the plan. A variant fixes the K
+// split and so the rounding: it must not change with the batch size (batch invariance).
+struct FusedDecodeVariants {
+  SkinnyGemmVariant qkv, o, gate_up, down, lm_head;
+  static FusedDecodeVariants all(SkinnyGemmVariant v) { return {v, v, v, v, v}; }
+};
+
 struct FusedDecodeModel {
   DType dtype = DType::BF16;
   int hidden = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0;
@@ -41,7 +48,7 @@ struct FusedDecodeModel {
   PackedWeight lm_head;
   const float* inv_freq = nullptr;  // device [head_dim / 2]
   PagedKvLayout kv_layout;
-  SkinnyGemmVariant variant;        // chosen once by the plan
+  FusedDecodeVariants variants;
 };
 
 // Device buffers for up to kSkinnyGemmMaxTokens tokens; sizes from fused_decode_buffer_sizes.

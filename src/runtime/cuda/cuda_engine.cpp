@@ -18,6 +18,7 @@
 #include "kernels/cuda/sampling.h"
 #include "kernels/cuda/swiglu.h"
 #include "runtime/cuda/device_weights.h"
+#include "runtime/cuda/fused_decoder.h"
 #include "runtime/cuda/memory_plan.h"
 
 namespace fuselm {
@@ -33,6 +34,14 @@ void require_cuda_device() {
          err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount found none",
          "); run with --device cpu, or on a machine with an NVIDIA GPU and its driver");
   }
+}
+
+// The fused decode GEMM variants until the load-time plan chooses them: the best measured on the
+// H200 for the Llama-3.1-8B shapes (docs/kernels/skinny_gemm.md).
+FusedDecodeVariants default_fused_variants() {
+  FusedDecodeVariants v = FusedDecodeVariants::all(SkinnyGemmVariant{1, 8});
+  v.gate_up = SkinnyGemmVariant{2, 4};
+  return v;
 }
 
 // Owns the engine's stream; declared first among the members so that it goes last.
@@ -51,11 +60,14 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
-// The unfused baseline: one kernel per operation, intermediates in the arena, launched one at a time.
-class BaselineCudaEngine final : public CudaEngine {
+// Both paths share the weights, the paged KV cache, the memory plan and prefill, which runs one
+// kernel per operation with intermediates in the arena. Decode steps (one token per sequence) run
+// the same kernels launched one at a time on the baseline path, and replay a captured graph of
+// fused kernels on the fused path.
+class CudaEngineImpl final : public CudaEngine {
  public:
-  BaselineCudaEngine(const Model& model, const EngineOptions& options, const CudaEngineTuning& tuning);
-  ~BaselineCudaEngine() override { cudaStreamSynchronize(stream_); }
+  CudaEngineImpl(const Model& model, const EngineOptions& options, const CudaEngineTuning& tuning);
+  ~CudaEngineImpl() override { cudaStreamSynchronize(stream_); }
 
   const ModelConfig& config() const override { return config_; }
   std::string description() const override;
@@ -83,6 +95,11 @@ class BaselineCudaEngine final : public CudaEngine {
   // Final norm and LM head for `n` rows (token indices at logit_rows + first) into the logits slab.
   void compute_logits(int first, int n, int step_tokens);
   void commit(const Step& step);
+  // Fused path: pads the step's rows up to its bucket and replays the bucket's graph; the logits
+  // of row b are then at fused_->logits() + b * vocab.
+  void run_fused_decode(const Step& step);
+  bool fused_step(std::span<const SequenceChunk> chunks) const;
+  void upload_range(const ArenaSlice& s, size_t offset, size_t bytes);
 
   template <class T>
   T* act(const ArenaSlice& s) const {
@@ -116,13 +133,14 @@ class BaselineCudaEngine final : public CudaEngine {
   DecodeAttentionPlan decode_plan_;
   RopeKvShape rope_shape_;
   std::unique_ptr<KvCache> kv_;
+  std::unique_ptr<FusedDecoder> fused_;  // the fused path's decode graphs; null on the baseline path
+  std::string fused_unsupported_;        // why the fused path was asked for but decode runs unfused
   int max_sequence_length_ = 0;
 };
 
-BaselineCudaEngine::BaselineCudaEngine(const Model& model, const EngineOptions& options,
+CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
                                        const CudaEngineTuning& tuning)
     : config_(model.config), options_(options), tuning_(tuning), dtype_(options.dtype) {
-  FUSELM_CHECK(options.path == ExecutionPath::Baseline, "the fused path is not available yet; use --path baseline");
   require_cuda_device();
   const StepLimits limits = make_step_limits(config_, options, tuning.kv_block_size);
   FUSELM_CHECK(tuning.decode_split_tokens > 0 && tuning.decode_split_tokens % tuning.kv_block_size == 0,
@@ -167,6 +185,13 @@ BaselineCudaEngine::BaselineCudaEngine(const Model& model, const EngineOptions& 
     FUSELM_THROW_IF_FAILED(gemm_.add(s, limits.max_tokens));
   FUSELM_THROW_IF_FAILED(gemm_.add(lm_head_shape_, limits.logits_rows));
 
+  // Models the fused kernels do not cover decode on the baseline path; the choice is made here, once.
+  fused_unsupported_ = options.path == ExecutionPath::Fused ? fused_decode_unsupported_reason(config_, dtype_) : "";
+  if (options.path == ExecutionPath::Fused && fused_unsupported_.empty()) {
+    fused_ = std::make_unique<FusedDecoder>(config_, dtype_, weights_, decode_plan_, default_fused_variants(),
+                                            limits.max_batch, stream_);
+  }
+
   // The KV pool takes its share of what is left, never more than max_batch full-length sequences.
   size_t free_bytes = 0, total_bytes = 0;
   FUSELM_CUDA_THROW(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -175,16 +200,26 @@ BaselineCudaEngine::BaselineCudaEngine(const Model& model, const EngineOptions& 
                             ? static_cast<size_t>(static_cast<double>(free_bytes - tuning.memory_reserve_bytes) *
                                                   options.kv_memory_fraction)
                             : 0;
-  int64_t blocks = static_cast<int64_t>(budget / block_bytes);
-  blocks = std::min<int64_t>(blocks, static_cast<int64_t>(limits.max_batch) * limits.max_blocks_per_seq);
+  const int64_t fit = static_cast<int64_t>(budget / block_bytes);
+  int64_t blocks = std::min<int64_t>(fit, static_cast<int64_t>(limits.max_batch) * limits.max_blocks_per_seq);
   if (tuning.max_kv_blocks > 0) blocks = std::min<int64_t>(blocks, tuning.max_kv_blocks);
-  blocks = std::min<int64_t>(blocks, 0x7fffffff);
+  // The fused path's padding rows write into a scratch block that sequences never get.
+  const int scratch_blocks = fused_ ? 1 : 0;
+  blocks = std::min<int64_t>({blocks + scratch_blocks, fit, 0x7fffffff}) - scratch_blocks;
   FUSELM_CHECK(blocks >= 1, "no GPU memory left for the KV cache: ", format_bytes(free_bytes), " free after weights (",
                format_bytes(weights_.storage.size()), ") and workspaces (", format_bytes(plan_.activations.total),
                "), of which ", format_bytes(tuning.memory_reserve_bytes), " stay in reserve and one block needs ",
                format_bytes(block_bytes), "; lower --max-batch or --max-prefill-tokens, or use a smaller model");
-  kv_ = std::make_unique<KvCache>(config_, dtype_, limits.block_size, static_cast<int>(blocks),
+  kv_ = std::make_unique<KvCache>(config_, dtype_, limits.block_size, static_cast<int>(blocks + scratch_blocks),
                                   limits.max_blocks_per_seq);
+  if (fused_) {
+    const StepInputPlan& in = plan_.inputs;
+    fused_->capture(*kv_,
+                    FusedDecodeStepInputs{input_device<int32_t>(in.tokens), input_device<int32_t>(in.positions),
+                                          input_device<int32_t>(in.kv_lens), input_device<int32_t>(in.block_tables),
+                                          limits.max_blocks_per_seq},
+                    stream_);
+  }
   const int64_t pool_tokens = blocks * limits.block_size;
   max_sequence_length_ = static_cast<int>(std::min<int64_t>(limits.max_seq_len, pool_tokens));
 
@@ -194,22 +229,69 @@ BaselineCudaEngine::BaselineCudaEngine(const Model& model, const EngineOptions& 
                  device_name_.c_str(), prop.major, prop.minor, format_bytes(total_bytes).c_str(),
                  format_bytes(weights_.storage.size()).c_str(), std::string(dtype_name(dtype_)).c_str(),
                  format_bytes(plan_.activations.total).c_str(), format_bytes(plan_.inputs.total).c_str());
+    if (fused_)
+      std::fprintf(stderr, "fused decode: packed weights %s, buffers %s, %zu graphs (batch buckets up to %d)\n",
+                   format_bytes(fused_->packed_weight_bytes()).c_str(), format_bytes(fused_->buffer_bytes()).c_str(),
+                   fused_->buckets().size(), fused_->buckets().back());
     std::fprintf(stderr, "KV cache: %lld blocks × %d tokens = %lld tokens; longest sequence that fits: %d\n",
                  static_cast<long long>(blocks), limits.block_size, static_cast<long long>(pool_tokens),
                  max_sequence_length_);
   }
 }
 
-std::string BaselineCudaEngine::description() const {
-  return str_cat("cuda baseline ", dtype_name(dtype_), " on ", device_name_);
+std::string CudaEngineImpl::description() const {
+  if (!fused_unsupported_.empty())
+    return str_cat("cuda baseline ", dtype_name(dtype_), " on ", device_name_, " (fused decode does not support ",
+                   fused_unsupported_, ")");
+  return str_cat("cuda ", fused_ ? "fused" : "baseline", " ", dtype_name(dtype_), " on ", device_name_);
 }
 
-void BaselineCudaEngine::upload(const ArenaSlice& s, size_t bytes) {
+void CudaEngineImpl::upload_range(const ArenaSlice& s, size_t offset, size_t bytes) {
+  if (bytes == 0) return;
+  FUSELM_CUDA_THROW(cudaMemcpyAsync(input_device<std::byte>(s) + offset, input_host<std::byte>(s) + offset, bytes,
+                                    cudaMemcpyHostToDevice, stream_));
+}
+
+bool CudaEngineImpl::fused_step(std::span<const SequenceChunk> chunks) const {
+  if (!fused_) return false;
+  for (const SequenceChunk& c : chunks)
+    if (c.tokens.size() != 1) return false;
+  return true;
+}
+
+void CudaEngineImpl::run_fused_decode(const Step& step) {
+  const int bucket = fused_->bucket_for(step.batch);
+  if (bucket > step.batch) {
+    // Padding rows: token 0 at position 0 of a sequence whose only block is the scratch block.
+    const StepInputPlan& in = plan_.inputs;
+    const int stride = plan_.limits.max_blocks_per_seq;
+    int32_t* tokens = input_host<int32_t>(in.tokens);
+    int32_t* positions = input_host<int32_t>(in.positions);
+    int32_t* kv_lens = input_host<int32_t>(in.kv_lens);
+    int32_t* block_tables = input_host<int32_t>(in.block_tables);
+    for (int r = step.batch; r < bucket; ++r) {
+      tokens[r] = 0;
+      positions[r] = 0;
+      kv_lens[r] = 1;
+      std::fill(block_tables + static_cast<size_t>(r) * stride, block_tables + static_cast<size_t>(r + 1) * stride,
+                fused_->scratch_block());
+    }
+    const size_t first = static_cast<size_t>(step.batch) * sizeof(int32_t);
+    const size_t pad = static_cast<size_t>(bucket - step.batch) * sizeof(int32_t);
+    upload_range(in.tokens, first, pad);
+    upload_range(in.positions, first, pad);
+    upload_range(in.kv_lens, first, pad);
+    upload_range(in.block_tables, first * stride, pad * stride);
+  }
+  fused_->run(bucket, stream_);
+}
+
+void CudaEngineImpl::upload(const ArenaSlice& s, size_t bytes) {
   if (bytes == 0) return;
   FUSELM_CUDA_THROW(cudaMemcpyAsync(input_device<void>(s), input_host<void>(s), bytes, cudaMemcpyHostToDevice, stream_));
 }
 
-BaselineCudaEngine::Step BaselineCudaEngine::prepare_step(std::span<const SequenceChunk> chunks, bool last_rows_only) {
+CudaEngineImpl::Step CudaEngineImpl::prepare_step(std::span<const SequenceChunk> chunks, bool last_rows_only) {
   const StepLimits& lim = plan_.limits;
   FUSELM_CHECK(!chunks.empty(), "forward: the step has no chunks");
   FUSELM_CHECK(static_cast<int>(chunks.size()) <= lim.max_batch, "forward: the step has ", chunks.size(),
@@ -281,7 +363,7 @@ BaselineCudaEngine::Step BaselineCudaEngine::prepare_step(std::span<const Sequen
   return step;
 }
 
-void BaselineCudaEngine::run_layers(const Step& step) {
+void CudaEngineImpl::run_layers(const Step& step) {
   const ActivationPlan& a = plan_.activations;
   const StepInputPlan& in = plan_.inputs;
   const int64_t n = step.tokens;
@@ -300,11 +382,14 @@ void BaselineCudaEngine::run_layers(const Step& step) {
 
   FUSELM_THROW_IF_FAILED(embedding(weights_.embedding, dtype_, config_.vocab_size, hidden,
                                    input_device<int32_t>(in.tokens), n, residual, DType::F32, stream_));
+  // The fused path folds each residual add into the norm that follows it (one pass, bitwise equal).
+  const bool fuse_norms = fused_ != nullptr;
   for (int l = 0; l < config_.num_layers; ++l) {
     const DeviceLayerWeights& w = weights_.layers[l];
     const PagedKvView kv = kv_->layer_view(l, block_tables);
     // Attention block.
-    FUSELM_THROW_IF_FAILED(rmsnorm(residual, w.attn_norm, eps, n, hidden, normed, dtype_, stream_));
+    if (!fuse_norms || l == 0)
+      FUSELM_THROW_IF_FAILED(rmsnorm(residual, w.attn_norm, eps, n, hidden, normed, dtype_, stream_));
     FUSELM_THROW_IF_FAILED(gemm_.run(qkv_shape_, normed, w.qkv, qkv, n, stream_));
     FUSELM_THROW_IF_FAILED(rope_kv(qkv, q, dtype_, rope_shape_, n, input_device<int32_t>(in.positions),
                                    input_device<int32_t>(in.token_batch), weights_.rope_inv_freq, kv, stream_));
@@ -317,17 +402,26 @@ void BaselineCudaEngine::run_layers(const Step& step) {
                                                step.max_q_len, stream_));
     }
     FUSELM_THROW_IF_FAILED(gemm_.run(wo_shape_, attn_out, w.wo, proj, n, stream_));
-    FUSELM_THROW_IF_FAILED(residual_add(residual, proj, dtype_, n * hidden, stream_));
     // MLP block.
-    FUSELM_THROW_IF_FAILED(rmsnorm(residual, w.ffn_norm, eps, n, hidden, normed, dtype_, stream_));
+    if (fuse_norms) {
+      FUSELM_THROW_IF_FAILED(add_rmsnorm(residual, proj, dtype_, w.ffn_norm, eps, n, hidden, normed, dtype_, stream_));
+    } else {
+      FUSELM_THROW_IF_FAILED(residual_add(residual, proj, dtype_, n * hidden, stream_));
+      FUSELM_THROW_IF_FAILED(rmsnorm(residual, w.ffn_norm, eps, n, hidden, normed, dtype_, stream_));
+    }
     FUSELM_THROW_IF_FAILED(gemm_.run(gate_up_shape_, normed, w.gate_up, gate_up, n, stream_));
     FUSELM_THROW_IF_FAILED(swiglu(gate_up, ffn_act, dtype_, n, config_.intermediate_size, stream_));
     FUSELM_THROW_IF_FAILED(gemm_.run(down_shape_, ffn_act, w.down, proj, n, stream_));
-    FUSELM_THROW_IF_FAILED(residual_add(residual, proj, dtype_, n * hidden, stream_));
+    if (fuse_norms && l + 1 < config_.num_layers) {
+      FUSELM_THROW_IF_FAILED(add_rmsnorm(residual, proj, dtype_, weights_.layers[l + 1].attn_norm, eps, n, hidden,
+                                         normed, dtype_, stream_));
+    } else {
+      FUSELM_THROW_IF_FAILED(residual_add(residual, proj, dtype_, n * hidden, stream_));
+    }
   }
 }
 
-void BaselineCudaEngine::compute_logits(int first, int n, int step_tokens) {
+void CudaEngineImpl::compute_logits(int first, int n, int step_tokens) {
   const ActivationPlan& a = plan_.activations;
   const int64_t hidden = config_.hidden_size;
   // Only the rows that need logits go through the final norm and the LM head.
@@ -340,14 +434,64 @@ void BaselineCudaEngine::compute_logits(int first, int n, int step_tokens) {
       gemm_.run(lm_head_shape_, act<void>(a.head_normed), weights_.lm_head, act<float>(a.logits), n, stream_));
 }
 
-void BaselineCudaEngine::commit(const Step& step) {
+void CudaEngineImpl::commit(const Step& step) {
   for (const auto& [seq_id, length] : step.new_lengths) kv_->set_length(seq_id, length);
 }
 
-void BaselineCudaEngine::forward(std::span<const SequenceChunk> chunks, std::vector<float>& logits) {
-  const Step step = prepare_step(chunks, /*last_rows_only=*/false);
-  run_layers(step);
+namespace {
+
+// A mixed step on the fused path runs as two: the single-token chunks (decode) through the fused
+// graphs, the rest through prefill, so that a decode token's result never depends on what is
+// scheduled beside it. Returns false when the step is not mixed.
+bool split_mixed_step(std::span<const SequenceChunk> chunks, std::vector<SequenceChunk>& singles,
+                      std::vector<SequenceChunk>& multis, std::vector<bool>& is_single) {
+  is_single.clear();
+  for (const SequenceChunk& c : chunks) is_single.push_back(c.tokens.size() == 1);
+  const auto n_single = std::count(is_single.begin(), is_single.end(), true);
+  if (n_single == 0 || n_single == static_cast<std::ptrdiff_t>(chunks.size())) return false;
+  std::unordered_set<int> seen;
+  for (const SequenceChunk& c : chunks) {
+    FUSELM_CHECK(seen.insert(c.seq_id).second, "forward: sequence ", c.seq_id,
+                 " appears twice in one step; give each sequence one chunk per step");
+    (c.tokens.size() == 1 ? singles : multis).push_back(c);
+  }
+  return true;
+}
+
+}  // namespace
+
+void CudaEngineImpl::forward(std::span<const SequenceChunk> chunks, std::vector<float>& logits) {
   const size_t vocab = static_cast<size_t>(config_.vocab_size);
+  std::vector<SequenceChunk> singles, multis;
+  std::vector<bool> is_single;
+  if (fused_ && split_mixed_step(chunks, singles, multis, is_single)) {
+    std::vector<float> single_logits, multi_logits;
+    forward(multis, multi_logits);
+    forward(singles, single_logits);
+    logits.clear();
+    size_t next_single = 0, next_multi = 0;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const size_t rows = is_single[i] || !chunks[i].all_logits ? 1 : chunks[i].tokens.size();
+      const std::vector<float>& src = is_single[i] ? single_logits : multi_logits;
+      size_t& next = is_single[i] ? next_single : next_multi;
+      logits.insert(logits.end(), src.begin() + static_cast<std::ptrdiff_t>(next * vocab),
+                    src.begin() + static_cast<std::ptrdiff_t>((next + rows) * vocab));
+      next += rows;
+    }
+    return;
+  }
+
+  const Step step = prepare_step(chunks, /*last_rows_only=*/false);
+  if (fused_ && step.decode_only) {
+    run_fused_decode(step);
+    logits.resize(static_cast<size_t>(step.batch) * vocab);
+    FUSELM_CUDA_THROW(cudaMemcpyAsync(logits.data(), fused_->logits(), logits.size() * sizeof(float),
+                                      cudaMemcpyDeviceToHost, stream_));
+    FUSELM_CUDA_THROW(cudaStreamSynchronize(stream_));
+    commit(step);
+    return;
+  }
+  run_layers(step);
   logits.resize(static_cast<size_t>(step.logit_rows) * vocab);
   // all_logits chunks can want more rows than the logits buffer holds: slabs of logits_rows.
   for (int first = 0; first < step.logit_rows; first += plan_.limits.logits_rows) {
@@ -375,10 +519,24 @@ void check_sampling_params(const SamplingParams& p) {
 
 }  // namespace
 
-void BaselineCudaEngine::forward_sample(std::span<const SequenceChunk> chunks, std::span<SamplerState* const> samplers,
+void CudaEngineImpl::forward_sample(std::span<const SequenceChunk> chunks, std::span<SamplerState* const> samplers,
                                         std::vector<int32_t>& tokens) {
   FUSELM_CHECK(samplers.size() == chunks.size(), "forward_sample: one sampler per chunk expected, got ",
                samplers.size(), " for ", chunks.size(), " chunks");
+  std::vector<SequenceChunk> singles, multis;
+  std::vector<bool> is_single;
+  if (fused_ && split_mixed_step(chunks, singles, multis, is_single)) {
+    std::vector<SamplerState*> single_samplers, multi_samplers;
+    for (size_t i = 0; i < chunks.size(); ++i) (is_single[i] ? single_samplers : multi_samplers).push_back(samplers[i]);
+    std::vector<int32_t> single_tokens, multi_tokens;
+    forward_sample(multis, multi_samplers, multi_tokens);
+    forward_sample(singles, single_samplers, single_tokens);
+    tokens.clear();
+    size_t next_single = 0, next_multi = 0;
+    for (size_t i = 0; i < chunks.size(); ++i)
+      tokens.push_back(is_single[i] ? single_tokens[next_single++] : multi_tokens[next_multi++]);
+    return;
+  }
   // The penalty windows, packed with the step's longest as the row stride.
   int history_stride = 0;
   for (SamplerState* s : samplers) {
@@ -419,9 +577,15 @@ void BaselineCudaEngine::forward_sample(std::span<const SequenceChunk> chunks, s
   upload(in.sample_params, static_cast<size_t>(step.batch) * sizeof(SampleParams));
   upload(in.history, static_cast<size_t>(step.batch) * history_stride * sizeof(int32_t));
 
-  run_layers(step);
-  compute_logits(0, step.logit_rows, step.tokens);
-  FUSELM_THROW_IF_FAILED(sample_tokens(act<float>(plan_.activations.logits), step.batch, config_.vocab_size,
+  float* step_logits = act<float>(plan_.activations.logits);
+  if (fused_ && step.decode_only) {
+    run_fused_decode(step);
+    step_logits = fused_->logits();
+  } else {
+    run_layers(step);
+    compute_logits(0, step.logit_rows, step.tokens);
+  }
+  FUSELM_THROW_IF_FAILED(sample_tokens(step_logits, step.batch, config_.vocab_size,
                                        input_device<SampleParams>(in.sample_params), input_device<int32_t>(in.history),
                                        history_stride, input_device<int32_t>(in.sampled), stream_));
   FUSELM_CUDA_THROW(cudaMemcpyAsync(input_host<int32_t>(in.sampled), input_device<int32_t>(in.sampled),
@@ -452,7 +616,7 @@ std::unique_ptr<CudaEngine> make_cuda_engine(const Model& model, const EngineOpt
 
 std::unique_ptr<CudaEngine> make_cuda_engine(const Model& model, const EngineOptions& options,
                                              const CudaEngineTuning& tuning) {
-  return std::make_unique<BaselineCudaEngine>(model, options, tuning);
+  return std::make_unique<CudaEngineImpl>(model, options, tuning);
 }
 
 }  // namespace fuselm

@@ -91,6 +91,13 @@ void KvCache::write_block_table(int seq_id, int32_t* row) const {
   std::fill(row + n, row + max_blocks_per_seq_, 0);
 }
 
+int KvCache::reserve_scratch_block() {
+  std::vector<int32_t> block;
+  FUSELM_CHECK(allocator_.allocate(1, block), "the KV cache has no free block left for the decode scratch block");
+  ++scratch_blocks_;
+  return block[0];
+}
+
 PagedKvView KvCache::layer_view(int layer, const int32_t* block_tables) const {
   PagedKvView v;
   v.k = pool_.at<void>(layer_pool_bytes_ * (2 * static_cast<size_t>(layer)));
@@ -102,7 +109,8 @@ PagedKvView KvCache::layer_view(int layer, const int32_t* block_tables) const {
 }
 
 KvCacheStats KvCache::stats() const {
-  return {allocator_.total(), allocator_.free_count(), layout_.block_size, static_cast<int>(sequences_.size())};
+  return {allocator_.total() - scratch_blocks_, allocator_.free_count(), layout_.block_size,
+          static_cast<int>(sequences_.size())};
 }
 
 }  // namespace fuselm

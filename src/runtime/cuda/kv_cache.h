@@ -59,6 +59,11 @@ class KvCache {
   // entries 0, a valid block, so that a stray read never leaves the pool).
   void write_block_table(int seq_id, int32_t* row) const;
 
+  // Takes one block out of the pool for good and returns its id: a place where the padding rows of
+  // a graph-captured decode step (rows past the real batch) can write their K/V harmlessly.
+  // Scratch blocks do not count in stats().
+  int reserve_scratch_block();
+
   // Layer `layer`'s view for a step whose block tables are at `block_tables` (device).
   PagedKvView layer_view(int layer, const int32_t* block_tables) const;
 
@@ -82,6 +87,7 @@ class KvCache {
   DeviceBuffer pool_;
   KvBlockAllocator allocator_;
   std::unordered_map<int, Sequence> sequences_;
+  int scratch_blocks_ = 0;
   int next_id_ = 0;
 };
 

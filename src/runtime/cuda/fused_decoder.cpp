@@ -1,0 +1,228 @@
+#include "runtime/cuda/fused_decoder.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/cuda/convert.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/mma_packing.h"
+
+namespace fuselm {
+
+std::string fused_decode_unsupported_reason(const ModelConfig& config, DType dtype) {
+  if (dtype != DType::BF16 && dtype != DType::F16) return str_cat("dtype ", dtype_name(dtype), " (bf16 or fp16 only)");
+  if (config.head_dim % 16 != 0) return str_cat("head_dim ", config.head_dim, " (a multiple of 16 only)");
+  if (config.hidden_size % 2 != 0 || config.intermediate_size % 2 != 0 || config.q_dim() % 2 != 0)
+    return "odd matrix widths";
+  return "";
+}
+
+std::vector<int> decode_batch_buckets(int max_batch) {
+  FUSELM_CHECK(max_batch >= 1, "max_batch must be at least 1, got ", max_batch);
+  std::vector<int> buckets;
+  for (int b = 1; b < max_batch; b *= 2) buckets.push_back(b);
+  buckets.push_back(max_batch);
+  return buckets;
+}
+
+CudaGraph::~CudaGraph() {
+  if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+}
+
+CudaGraph::CudaGraph(CudaGraph&& other) noexcept : exec_(other.exec_) { other.exec_ = nullptr; }
+
+CudaGraph& CudaGraph::operator=(CudaGraph&& other) noexcept {
+  if (this != &other) {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    exec_ = other.exec_;
+    other.exec_ = nullptr;
+  }
+  return *this;
+}
+
+CudaGraph CudaGraph::capture(cudaStream_t stream, const std::function<Status()>& record) {
+  FUSELM_CUDA_THROW(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const Status recorded = record();
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  if (!recorded.ok()) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    fail("capturing the decode graph: ", recorded.message());
+  }
+  FUSELM_CUDA_THROW(ended);
+  CudaGraph g;
+  const cudaError_t instantiated = cudaGraphInstantiate(&g.exec_, graph, 0);
+  cudaGraphDestroy(graph);
+  FUSELM_CUDA_THROW(instantiated);
+  // Uploading now moves the graph's one-time setup out of the first step.
+  FUSELM_CUDA_THROW(cudaGraphUpload(g.exec_, stream));
+  return g;
+}
+
+void CudaGraph::launch(cudaStream_t stream) const { FUSELM_CUDA_THROW(cudaGraphLaunch(exec_, stream)); }
+
+namespace {
+
+// Carves 256-byte aligned slices out of one allocation, in two passes: sizes first, then pointers.
+class Carver {
+ public:
+  size_t take(size_t bytes) {
+    const size_t at = total_;
+    total_ += (bytes + 255) / 256 * 256;
+    return at;
+  }
+  size_t total() const { return total_; }
+
+ private:
+  size_t total_ = 0;
+};
+
+}  // namespace
+
+FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceWeights& weights,
+                           const DecodeAttentionPlan& attention_plan, const FusedDecodeVariants& variants,
+                           int max_batch, cudaStream_t stream)
+    : attention_plan_(attention_plan) {
+  const std::string unsupported = fused_decode_unsupported_reason(config, dtype);
+  FUSELM_CHECK(unsupported.empty(), "the fused decode path does not support ", unsupported, "; use --path baseline");
+  const int hidden = config.hidden_size, q_dim = config.q_dim(), kv_dim = config.kv_dim();
+  const int ffn = config.intermediate_size, vocab = config.vocab_size;
+  FusedDecodeModel& m = model_;
+  m.dtype = dtype;
+  m.hidden = hidden;
+  m.n_heads = config.num_heads;
+  m.n_kv_heads = config.num_kv_heads;
+  m.head_dim = config.head_dim;
+  m.ffn = ffn;
+  m.vocab = vocab;
+  m.eps = config.rms_norm_eps;
+  m.embedding = weights.embedding;
+  m.inv_freq = weights.rope_inv_freq;
+  m.variants = variants;
+  buckets_ = decode_batch_buckets(max_batch);
+
+  // Packed weights: per layer qkv, o, gate_up, down, then the LM head.
+  const std::vector<int64_t> qkv_map = qkv_rope_row_map(config.num_heads, config.num_kv_heads, config.head_dim);
+  const std::vector<int64_t> gate_up_map = gate_up_row_map(ffn);
+  struct Matrix {
+    const void* src;
+    int64_t src_rows, cols;
+    const std::vector<int64_t>* row_map;
+    PackedWeight* dst;
+    size_t offset = 0;
+  };
+  m.layers.resize(config.num_layers);
+  std::vector<Matrix> matrices;
+  for (int l = 0; l < config.num_layers; ++l) {
+    const DeviceLayerWeights& w = weights.layers[l];
+    FusedDecodeLayer& fl = m.layers[l];
+    matrices.push_back({w.qkv, q_dim + 2 * kv_dim, hidden, &qkv_map, &fl.qkv});
+    matrices.push_back({w.wo, hidden, q_dim, nullptr, &fl.o});
+    matrices.push_back({w.gate_up, 2 * static_cast<int64_t>(ffn), hidden, &gate_up_map, &fl.gate_up});
+    matrices.push_back({w.down, hidden, ffn, nullptr, &fl.down});
+  }
+  matrices.push_back({weights.lm_head, vocab, hidden, nullptr, &m.lm_head});
+  Carver packed;
+  for (Matrix& mat : matrices) {
+    const int64_t rows = mat.row_map != nullptr ? static_cast<int64_t>(mat.row_map->size()) : mat.src_rows;
+    *mat.dst = PackedWeight{nullptr, dtype, rows, mat.cols};
+    mat.offset = packed.take(dtype_bytes(dtype, mma_packed_elems(rows, mat.cols)));
+  }
+  packed_ = DeviceBuffer::allocate(packed.total(), "the fused decode path's packed weights");
+  {
+    DeviceBuffer maps = DeviceBuffer::allocate((qkv_map.size() + gate_up_map.size()) * sizeof(int64_t),
+                                               "row maps for packing");
+    int64_t* qkv_map_dev = maps.at<int64_t>(0);
+    int64_t* gate_up_map_dev = qkv_map_dev + qkv_map.size();
+    FUSELM_CUDA_THROW(cudaMemcpyAsync(qkv_map_dev, qkv_map.data(), qkv_map.size() * sizeof(int64_t),
+                                      cudaMemcpyHostToDevice, stream));
+    FUSELM_CUDA_THROW(cudaMemcpyAsync(gate_up_map_dev, gate_up_map.data(), gate_up_map.size() * sizeof(int64_t),
+                                      cudaMemcpyHostToDevice, stream));
+    for (Matrix& mat : matrices) {
+      mat.dst->data = packed_.at<void>(mat.offset);
+      const int64_t* map = mat.row_map == &qkv_map ? qkv_map_dev : mat.row_map == &gate_up_map ? gate_up_map_dev : nullptr;
+      FUSELM_THROW_IF_FAILED(pack_mma_tiles_device(mat.src, dtype, mat.src_rows, mat.cols, map, mat.dst->rows,
+                                                   packed_.at<void>(mat.offset), stream));
+    }
+    FUSELM_CUDA_THROW(cudaStreamSynchronize(stream));  // before the row maps are freed
+  }
+
+  // Norm weights in the compute dtype (the fused epilogues multiply them in), step buffers, logits.
+  const FusedDecodeBufferSizes sizes = fused_decode_buffer_sizes(m, attention_plan_);
+  Carver carve;
+  const size_t norm_bytes = dtype_bytes(dtype, hidden);
+  std::vector<size_t> norm_offsets;
+  for (int i = 0; i < 2 * config.num_layers + 1; ++i) norm_offsets.push_back(carve.take(norm_bytes));
+  const size_t residual = carve.take(sizes.residual), xg = carve.take(sizes.xg), partials = carve.take(sizes.partials);
+  const size_t q = carve.take(sizes.q), attn = carve.take(sizes.attn), act = carve.take(sizes.act);
+  const size_t workspace = carve.take(sizes.attention_workspace);
+  const size_t logits = carve.take(static_cast<size_t>(buckets_.back()) * vocab * sizeof(float));
+  buffers_ = DeviceBuffer::allocate(carve.total(), "the fused decode path's buffers");
+  auto norm_at = [&](int i, const float* src) {
+    void* dst = buffers_.at<void>(norm_offsets[i]);
+    FUSELM_THROW_IF_FAILED(convert_dtype_device(src, DType::F32, dst, dtype, hidden, stream));
+    return static_cast<const void*>(dst);
+  };
+  for (int l = 0; l < config.num_layers; ++l) {
+    m.layers[l].attn_norm = norm_at(2 * l, weights.layers[l].attn_norm);
+    m.layers[l].ffn_norm = norm_at(2 * l + 1, weights.layers[l].ffn_norm);
+  }
+  m.final_norm = norm_at(2 * config.num_layers, weights.final_norm);
+  step_buffers_.residual = buffers_.at<float>(residual);
+  step_buffers_.xg = buffers_.at<void>(xg);
+  step_buffers_.partials = buffers_.at<float>(partials);
+  step_buffers_.q = buffers_.at<void>(q);
+  step_buffers_.attn = buffers_.at<void>(attn);
+  step_buffers_.act = buffers_.at<void>(act);
+  step_buffers_.attention_workspace = buffers_.at<void>(workspace);
+  logits_ = buffers_.at<float>(logits);
+  FUSELM_CUDA_THROW(cudaStreamSynchronize(stream));
+}
+
+void FusedDecoder::capture(KvCache& kv, const FusedDecodeStepInputs& inputs, cudaStream_t stream) {
+  FUSELM_CHECK(graphs_.empty(), "fused decode: the graphs are already captured");
+  inputs_ = inputs;
+  model_.kv_layout = kv.layout();
+  for (size_t l = 0; l < model_.layers.size(); ++l) {
+    const PagedKvView view = kv.layer_view(static_cast<int>(l), nullptr);
+    model_.layers[l].k_cache = view.k;
+    model_.layers[l].v_cache = view.v;
+  }
+  scratch_block_ = kv.reserve_scratch_block();
+  for (int bucket : buckets_)
+    graphs_.push_back(CudaGraph::capture(stream, [&] { return record_step(bucket, stream); }));
+}
+
+int FusedDecoder::bucket_for(int batch) const {
+  for (int b : buckets_)
+    if (b >= batch) return b;
+  fail("fused decode: a batch of ", batch, " is over the largest bucket, ", buckets_.back());
+}
+
+Status FusedDecoder::record_step(int bucket, cudaStream_t stream) const {
+  const int64_t stride = inputs_.max_blocks_per_seq;
+  for (int first = 0; first < bucket; first += kSkinnyGemmMaxTokens) {
+    FusedDecodeInputs in;
+    in.tokens = inputs_.tokens + first;
+    in.positions = inputs_.positions + first;
+    in.kv_lens = inputs_.kv_lens + first;
+    in.block_tables = inputs_.block_tables + first * stride;
+    in.max_blocks_per_seq = inputs_.max_blocks_per_seq;
+    in.m = std::min(kSkinnyGemmMaxTokens, bucket - first);
+    FusedDecodeBuffers buf = step_buffers_;
+    buf.logits = logits_ + static_cast<size_t>(first) * model_.vocab;
+    const Status s = fused_decode_step(model_, buf, in, attention_plan_, stream);
+    if (!s.ok()) return s;
+  }
+  return Status();
+}
+
+void FusedDecoder::run(int bucket, cudaStream_t stream) const {
+  const auto it = std::find(buckets_.begin(), buckets_.end(), bucket);
+  FUSELM_CHECK(it != buckets_.end(), "fused decode: ", bucket, " is not a batch bucket");
+  graphs_[static_cast<size_t>(it - buckets_.begin())].launch(stream);
+}
+
+}  // namespace fuselm

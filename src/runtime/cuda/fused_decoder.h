@@ -1,0 +1,102 @@
+#pragma once
+// The CUDA engine's fused decode path: the weights repacked for the small-batch kernels
+// (kernels/cuda/fused_decode.h), the step's buffers, and one CUDA graph per batch bucket, all made
+// at load. A decode step pads its batch up to the next bucket and replays that bucket's graph; the
+// host only writes the step inputs and launches the replay.
+//
+// Buckets above the skinny GEMM's token limit run the fused step once per group of that many
+// rows inside the same graph. Every row's result is the same whatever the bucket: the kernels
+// treat each token as its own column and never change their K split with the batch.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/fused_decode.h"
+#include "model/config.h"
+#include "runtime/cuda/device_memory.h"
+#include "runtime/cuda/device_weights.h"
+#include "runtime/cuda/kv_cache.h"
+
+namespace fuselm {
+
+// The fixed device arrays the graphs read, max_batch rows each (the engine's step inputs).
+struct FusedDecodeStepInputs {
+  const int32_t* tokens = nullptr;
+  const int32_t* positions = nullptr;
+  const int32_t* kv_lens = nullptr;
+  const int32_t* block_tables = nullptr;  // [max_batch][max_blocks_per_seq]
+  int max_blocks_per_seq = 0;
+};
+
+// Why the fused decode kernels cannot run this model in `dtype`, or "" when they can.
+std::string fused_decode_unsupported_reason(const ModelConfig& config, DType dtype);
+
+// Batch buckets for max_batch sequences: powers of two below it, then max_batch itself.
+std::vector<int> decode_batch_buckets(int max_batch);
+
+// Owns one instantiated CUDA graph.
+class CudaGraph {
+ public:
+  CudaGraph() = default;
+  ~CudaGraph();
+  CudaGraph(CudaGraph&& other) noexcept;
+  CudaGraph& operator=(CudaGraph&& other) noexcept;
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+  // Captures what `record` launches on `stream` (which must be idle) and instantiates it; throws
+  // Error with record's message when it fails.
+  static CudaGraph capture(cudaStream_t stream, const std::function<Status()>& record);
+  void launch(cudaStream_t stream) const;
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+class FusedDecoder {
+ public:
+  // Packs the weights and converts the norm weights to the compute dtype, and allocates the step
+  // buffers: everything that takes memory, so that the KV cache can be sized from what is left.
+  FusedDecoder(const ModelConfig& config, DType dtype, const DeviceWeights& weights,
+               const DecodeAttentionPlan& attention_plan, const FusedDecodeVariants& variants, int max_batch,
+               cudaStream_t stream);
+
+  // Takes the cache's scratch block and captures every bucket's graph over `kv` (which must outlive
+  // the decoder) and the fixed step inputs. Run once, before the first step.
+  void capture(KvCache& kv, const FusedDecodeStepInputs& inputs, cudaStream_t stream);
+
+  // The smallest bucket holding `batch` rows.
+  int bucket_for(int batch) const;
+  const std::vector<int>& buckets() const { return buckets_; }
+  // The block id that padding rows point at (their block-table entry 0).
+  int scratch_block() const { return scratch_block_; }
+
+  // Replays the bucket's graph: logits() rows 0..bucket-1 hold fp32 logits afterwards.
+  void run(int bucket, cudaStream_t stream) const;
+  float* logits() const { return logits_; }
+
+  size_t packed_weight_bytes() const { return packed_.size(); }
+  size_t buffer_bytes() const { return buffers_.size(); }
+  const FusedDecodeVariants& variants() const { return model_.variants; }
+
+ private:
+  // Launches the fused step for rows [0, bucket) in groups of kSkinnyGemmMaxTokens.
+  Status record_step(int bucket, cudaStream_t stream) const;
+
+  FusedDecodeModel model_;
+  FusedDecodeBuffers step_buffers_;
+  DecodeAttentionPlan attention_plan_;
+  FusedDecodeStepInputs inputs_;
+  int scratch_block_ = -1;
+  float* logits_ = nullptr;  // [max bucket][vocab]
+  std::vector<int> buckets_;
+  std::vector<CudaGraph> graphs_;  // one per bucket, same order
+  DeviceBuffer packed_;   // every packed weight matrix
+  DeviceBuffer buffers_;  // norm weights in the compute dtype, step buffers, logits
+};
+
+}  // namespace fuselm

@@ -1,0 +1,193 @@
+// The CUDA engine's fused decode path against its baseline path, and its batch invariance: a
+// sequence's logits are bitwise identical whatever else is in the batch.
+//
+// Tolerance against the baseline: per row ||fused - baseline|| / ||baseline|| <= 2e-2 in bf16 (both
+// round activations to bf16, at different points), top-1 equal where the baseline's top two are at
+// least 0.05 apart. Invariance and repeatability are bitwise.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "gpu_test_util.h"
+#include "reference_model.h"
+#include "runtime/cuda/cuda_engine.h"
+#include "runtime/cuda/fused_decoder.h"
+
+namespace fuselm {
+namespace {
+
+using test::make_synthetic_model;
+
+// Llama-shaped, GQA 2, head_dim 64; an FFN width and a vocabulary that are not multiples of 16.
+ModelConfig small_llama() {
+  ModelConfig c;
+  c.hidden_size = 256;
+  c.num_layers = 3;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;
+  c.intermediate_size = 680;
+  c.vocab_size = 1001;
+  c.max_position_embeddings = 4096;
+  c.rope.theta = 500000.0f;
+  return c;
+}
+
+EngineOptions options(ExecutionPath path, int max_batch = 64) {
+  EngineOptions o;
+  o.device = DeviceKind::Cuda;
+  o.dtype = DType::BF16;
+  o.path = path;
+  o.max_batch = max_batch;
+  o.max_prefill_tokens = 1024;
+  o.max_seq_len = 1024;
+  return o;
+}
+
+std::vector<int32_t> random_tokens(std::mt19937& gen, int n, int vocab) {
+  std::uniform_int_distribution<int32_t> pick(0, vocab - 1);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = pick(gen);
+  return t;
+}
+
+TEST(FusedEngine, BucketsArePowersOfTwoThenMaxBatch) {
+  EXPECT_EQ(decode_batch_buckets(1), (std::vector<int>{1}));
+  EXPECT_EQ(decode_batch_buckets(16), (std::vector<int>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(decode_batch_buckets(100), (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 100}));
+  EXPECT_EQ(decode_batch_buckets(256).back(), 256);
+}
+
+TEST(FusedEngine, UnsupportedReasons) {
+  ModelConfig c = small_llama();
+  EXPECT_EQ(fused_decode_unsupported_reason(c, DType::BF16), "");
+  EXPECT_EQ(fused_decode_unsupported_reason(c, DType::F16), "");
+  EXPECT_NE(fused_decode_unsupported_reason(c, DType::F32), "");
+  c.head_dim = 8;
+  EXPECT_NE(fused_decode_unsupported_reason(c, DType::BF16).find("head_dim 8"), std::string::npos);
+}
+
+// Eight sequences with different prompts decode 40 steps on both paths, fed the same tokens.
+TEST(FusedEngine, DecodeAgreesWithTheBaselinePath) {
+  FUSELM_REQUIRE_GPU();
+  std::mt19937 gen(201);
+  const ModelConfig config = small_llama();
+  auto model = make_synthetic_model(config, false);
+  auto fused = make_cuda_engine(*model, options(ExecutionPath::Fused));
+  auto baseline = make_cuda_engine(*model, options(ExecutionPath::Baseline));
+  const int n = 8, vocab = config.vocab_size;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < n; ++i) prompts.push_back(random_tokens(gen, 5 + 37 * i, vocab));
+  std::vector<int> fs, bs;
+  for (int i = 0; i < n; ++i) {
+    fs.push_back(fused->add_sequence());
+    bs.push_back(baseline->add_sequence());
+  }
+  std::vector<SequenceChunk> fc, bc;
+  for (int i = 0; i < n; ++i) {
+    fc.push_back({fs[i], prompts[i], false});
+    bc.push_back({bs[i], prompts[i], false});
+  }
+  std::vector<float> fl, bl;
+  fused->forward(fc, fl);
+  baseline->forward(bc, bl);
+  double worst = 0.0;
+  for (int step = 0; step < 40; ++step) {
+    std::vector<int32_t> next(n);
+    for (int i = 0; i < n; ++i) next[i] = test::argmax(bl.data() + static_cast<size_t>(i) * vocab, vocab);
+    for (int i = 0; i < n; ++i) {
+      fc[i].tokens = std::span<const int32_t>(&next[i], 1);
+      bc[i].tokens = std::span<const int32_t>(&next[i], 1);
+    }
+    fused->forward(fc, fl);
+    baseline->forward(bc, bl);
+    ASSERT_EQ(fl.size(), bl.size());
+    for (int i = 0; i < n; ++i) {
+      const float* f = fl.data() + static_cast<size_t>(i) * vocab;
+      const float* b = bl.data() + static_cast<size_t>(i) * vocab;
+      const double err = test::relative_l2(f, b, static_cast<size_t>(vocab));
+      worst = std::max(worst, err);
+      EXPECT_LE(err, 2e-2) << "step " << step << " sequence " << i;
+      if (test::top2_gap(b, vocab) >= 0.05f)
+        EXPECT_EQ(test::argmax(f, vocab), test::argmax(b, vocab)) << "step " << step << " sequence " << i;
+    }
+  }
+  std::printf("fused vs baseline decode, 8 sequences x 40 steps: worst relative error %.3g\n", worst);
+}
+
+// The target sequence: a prompt, then `steps` decode steps fed fixed tokens. Returns the logits of
+// every decode step. The prompt is prefilled alone (prefill runs cuBLAS GEMMs, whose rounding may
+// depend on the step's token count); from the first decode step on, `others` sequences join, each
+// with a prompt of random length (so that some steps mix prefill and decode), then decode.
+std::vector<float> run_target(Engine& engine, const std::vector<int32_t>& prompt, const std::vector<int32_t>& feed,
+                              int others, uint32_t seed) {
+  std::mt19937 gen(seed);
+  const int vocab = engine.config().vocab_size;
+  const int target = engine.add_sequence();
+  std::vector<int> other_ids;
+  std::vector<std::vector<int32_t>> other_tokens;  // the next chunk of each other sequence
+  std::uniform_int_distribution<int> len(1, 90), join(1, 20);
+  std::vector<int> joins;
+  for (int i = 0; i < others; ++i) {
+    other_ids.push_back(engine.add_sequence());
+    other_tokens.push_back(random_tokens(gen, len(gen), vocab));
+    joins.push_back(i % 3 == 0 ? join(gen) : 1);
+  }
+  std::vector<float> out, logits;
+  for (int step = 0; step <= static_cast<int>(feed.size()); ++step) {
+    std::vector<SequenceChunk> chunks;
+    std::vector<int> other_rows;
+    for (int i = 0; i < others; ++i) {
+      if (joins[i] > step) continue;
+      other_rows.push_back(i);
+      chunks.push_back({other_ids[i], other_tokens[i], false});
+    }
+    // The target's place in the batch moves from step to step.
+    const size_t at = chunks.empty() ? 0 : static_cast<size_t>(step) % (chunks.size() + 1);
+    const std::span<const int32_t> mine =
+        step == 0 ? std::span<const int32_t>(prompt) : std::span<const int32_t>(&feed[step - 1], 1);
+    chunks.insert(chunks.begin() + static_cast<std::ptrdiff_t>(at), SequenceChunk{target, mine, false});
+    engine.forward(chunks, logits);
+    if (step > 0) out.insert(out.end(), logits.begin() + static_cast<std::ptrdiff_t>(at) * vocab,
+                             logits.begin() + static_cast<std::ptrdiff_t>(at + 1) * vocab);
+    for (size_t r = 0; r < other_rows.size(); ++r) {
+      const size_t row = r < at ? r : r + 1;
+      other_tokens[other_rows[r]] = {test::argmax(logits.data() + row * vocab, vocab)};
+    }
+  }
+  engine.remove_sequence(target);
+  for (int id : other_ids) engine.remove_sequence(id);
+  return out;
+}
+
+TEST(FusedEngine, DecodeIsBitwiseBatchInvariant) {
+  FUSELM_REQUIRE_GPU();
+  std::mt19937 gen(202);
+  const ModelConfig config = small_llama();
+  auto model = make_synthetic_model(config, false);
+  auto engine = make_cuda_engine(*model, options(ExecutionPath::Fused));
+  const std::vector<int32_t> prompt = random_tokens(gen, 70, config.vocab_size);
+  const std::vector<int32_t> feed = random_tokens(gen, 128, config.vocab_size);
+  const std::vector<float> alone = run_target(*engine, prompt, feed, 0, 1);
+  ASSERT_EQ(alone.size(), feed.size() * config.vocab_size);
+  for (int others : {1, 6, 63}) {
+    const std::vector<float> beside = run_target(*engine, prompt, feed, others, 100 + others);
+    ASSERT_EQ(beside.size(), alone.size());
+    size_t first_diff = alone.size();
+    for (size_t i = 0; i < alone.size(); ++i)
+      if (std::memcmp(&alone[i], &beside[i], sizeof(float)) != 0) {
+        first_diff = i;
+        break;
+      }
+    EXPECT_EQ(first_diff, alone.size()) << "with " << others << " others: first differing logit at decode step "
+                                        << first_diff / config.vocab_size;
+  }
+  // Repeated, and on a second engine (fresh buffers, graphs and cache).
+  EXPECT_EQ(0, std::memcmp(alone.data(), run_target(*engine, prompt, feed, 0, 1).data(), alone.size() * sizeof(float)));
+  auto second = make_cuda_engine(*model, options(ExecutionPath::Fused, 16));
+  EXPECT_EQ(0, std::memcmp(alone.data(), run_target(*second, prompt, feed, 0, 1).data(), alone.size() * sizeof(float)));
+}
+
+}  // namespace
+}  // namespace fuselm
