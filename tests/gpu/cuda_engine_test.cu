@@ -200,7 +200,7 @@ TEST(CudaEngine, ChunkedPrefillThenDecodeMatchesReference) {
   auto model = make_synthetic_model(config, false);
   for (DType dtype : {DType::BF16, DType::F16})
   for (ExecutionPath path : kPaths) {
-    SCOPED_TRACE(dtype_name(dtype) + " " + execution_path_name(path));
+    SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + execution_path_name(path));
     const ReferenceModel reference(*model, dtype);
     auto engine = make_cuda_engine(*model, small_options(dtype, path));
     const std::vector<int32_t> tokens = random_tokens(gen, 300, config.vocab_size);

@@ -40,7 +40,7 @@ EngineOptions options(ExecutionPath path, int max_batch = 64) {
   o.dtype = DType::BF16;
   o.path = path;
   o.max_batch = max_batch;
-  o.max_prefill_tokens = 1024;
+  o.max_prefill_tokens = 4096;
   o.max_seq_len = 1024;
   return o;
 }
@@ -187,6 +187,66 @@ TEST(FusedEngine, DecodeIsBitwiseBatchInvariant) {
   EXPECT_EQ(0, std::memcmp(alone.data(), run_target(*engine, prompt, feed, 0, 1).data(), alone.size() * sizeof(float)));
   auto second = make_cuda_engine(*model, options(ExecutionPath::Fused, 16));
   EXPECT_EQ(0, std::memcmp(alone.data(), run_target(*second, prompt, feed, 0, 1).data(), alone.size() * sizeof(float)));
+}
+
+// The target's prompt prefilled in chunks of `chunk` tokens, each step shared with `others` other
+// prompts, then `feed` decoded alone. Returns the logits after the prompt and after every step.
+std::vector<float> prefill_then_decode(Engine& engine, const std::vector<int32_t>& prompt,
+                                       const std::vector<int32_t>& feed, size_t chunk, int others) {
+  std::mt19937 gen(77);
+  const int vocab = engine.config().vocab_size;
+  const int target = engine.add_sequence();
+  std::vector<int> other_ids;
+  std::vector<std::vector<int32_t>> other_prompts;
+  for (int i = 0; i < others; ++i) {
+    other_ids.push_back(engine.add_sequence());
+    other_prompts.push_back(random_tokens(gen, 3 + 41 * i, vocab));
+  }
+  std::vector<float> out, logits;
+  for (size_t done = 0; done < prompt.size(); done += chunk) {
+    const size_t n = std::min(chunk, prompt.size() - done);
+    std::vector<SequenceChunk> chunks = {{target, std::span<const int32_t>(prompt.data() + done, n), false}};
+    if (done == 0)
+      for (int i = 0; i < others; ++i) chunks.push_back({other_ids[i], other_prompts[i], false});
+    engine.forward(chunks, logits);
+  }
+  out.insert(out.end(), logits.begin(), logits.begin() + vocab);
+  for (const int32_t& t : feed) {
+    SequenceChunk c{target, std::span<const int32_t>(&t, 1), false};
+    engine.forward(std::span<const SequenceChunk>(&c, 1), logits);
+    out.insert(out.end(), logits.begin(), logits.end());
+  }
+  engine.remove_sequence(target);
+  for (int id : other_ids) engine.remove_sequence(id);
+  return out;
+}
+
+TEST(FusedEngine, PrefillChunkSizeAndCompanyDoNotChangeResults) {
+  FUSELM_REQUIRE_GPU();
+  std::mt19937 gen(203);
+  const ModelConfig config = small_llama();
+  auto model = make_synthetic_model(config, false);
+  auto engine = make_cuda_engine(*model, options(ExecutionPath::Fused));
+  const std::vector<int32_t> prompt = random_tokens(gen, 600, config.vocab_size);
+  const std::vector<int32_t> feed = random_tokens(gen, 32, config.vocab_size);
+  const std::vector<float> whole = prefill_then_decode(*engine, prompt, feed, prompt.size(), 0);
+  struct Case {
+    size_t chunk;
+    int others;
+  };
+  for (const Case& c : {Case{64, 0}, Case{512, 0}, Case{600, 5}, Case{64, 3}}) {
+    const std::vector<float> got = prefill_then_decode(*engine, prompt, feed, c.chunk, c.others);
+    ASSERT_EQ(got.size(), whole.size());
+    size_t first_diff = whole.size();
+    for (size_t i = 0; i < whole.size(); ++i)
+      if (std::memcmp(&whole[i], &got[i], sizeof(float)) != 0) {
+        first_diff = i;
+        break;
+      }
+    EXPECT_EQ(first_diff, whole.size()) << "chunks of " << c.chunk << " with " << c.others
+                                        << " other prompts: first differing logits row " << first_diff / config.vocab_size
+                                        << " (0 = after the prompt)";
+  }
 }
 
 }  // namespace

@@ -120,5 +120,40 @@ TEST(CudaGemm, IsDeterministic) {
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size()));
 }
 
+// Batch-invariant plans: the first rows of an m-row call are bitwise what a call with fewer rows
+// gives, for every m up to the planned maximum (the Llama-3.1-8B projection shapes).
+TEST(CudaGemm, BatchInvariantPlanGivesRowsIndependentOfM) {
+  FUSELM_REQUIRE_GPU();
+  std::mt19937 gen(74);
+  DeviceArray workspace(GemmPlan::kWorkspaceBytes);
+  GemmPlan plan;
+  ASSERT_STATUS_OK(plan.init(workspace.get(), workspace.bytes()));
+  const int64_t max_m = 4096;
+  for (const GemmShape& shape : {GemmShape{6144, 4096, DType::BF16, DType::BF16},
+                                 GemmShape{4096, 14336, DType::BF16, DType::BF16},
+                                 GemmShape{32000, 4096, DType::BF16, DType::F32}}) {
+    SCOPED_TRACE(testing::Message() << "n=" << shape.n << " k=" << shape.k);
+    ASSERT_STATUS_OK(plan.add(shape, max_m, GemmPlan::Choice::BatchInvariant));
+    const test::HostTensor x = test::random_tensor(gen, max_m * shape.k, DType::BF16);
+    const test::HostTensor w = test::random_tensor(gen, shape.n * shape.k, DType::BF16);
+    const size_t row_bytes = dtype_bytes(shape.out, shape.n);
+    DeviceArray d_x(x.bytes.size()), d_w(w.bytes.size()), d_out(row_bytes * max_m);
+    d_x.upload(x.data(), x.bytes.size());
+    d_w.upload(w.data(), w.bytes.size());
+    std::vector<uint8_t> reference;
+    for (int64_t m : {max_m, int64_t{1}, int64_t{7}, int64_t{64}, int64_t{512}, int64_t{1000}}) {
+      ASSERT_STATUS_OK(plan.run(shape, d_x.get(), d_w.get(), d_out.get(), m, nullptr));
+      ASSERT_CUDA_OK(cudaDeviceSynchronize());
+      std::vector<uint8_t> got(row_bytes * m);
+      d_out.download(got.data(), got.size());
+      if (reference.empty()) {
+        reference = got;
+        continue;
+      }
+      EXPECT_EQ(0, std::memcmp(got.data(), reference.data(), got.size())) << "m=" << m;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fuselm

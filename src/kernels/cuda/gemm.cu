@@ -96,7 +96,7 @@ Status GemmPlan::init(void* workspace, size_t workspace_bytes) {
   return Status();
 }
 
-Status GemmPlan::add(const GemmShape& shape, int64_t max_m) {
+Status GemmPlan::add(const GemmShape& shape, int64_t max_m, Choice choice) {
   if (!impl_->handle) return Status::error("gemm: init() must come before add()");
   if (Status s = check_shape(shape); !s.ok()) return s;
   if (max_m <= 0) return Status::error(str_cat("gemm: max_m=", max_m, " must be positive"));
@@ -107,9 +107,17 @@ Status GemmPlan::add(const GemmShape& shape, int64_t max_m) {
   const uint64_t workspace_bytes = impl_->workspace_bytes;
   FUSELM_LT_RETURN(cublasLtMatmulPreferenceSetAttribute(&preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                         &workspace_bytes, sizeof workspace_bytes));
+  const bool invariant = choice == Choice::BatchInvariant;
+  if (invariant) {
+    // Split-K reductions would make a row's rounding depend on the grid, which depends on m.
+    const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+    FUSELM_LT_RETURN(cublasLtMatmulPreferenceSetAttribute(&preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                          &none, sizeof none));
+  }
   std::vector<Bucket> buckets;
   int64_t lo = 1;
-  for (int64_t hi = 1;; hi = std::min(hi * 2, max_m)) {
+  // Batch-invariant: one bucket, 1..max_m, chosen at max_m and checked at m = 1.
+  for (int64_t hi = invariant ? max_m : 1;; hi = std::min(hi * 2, max_m)) {
     Descriptors at_hi, at_lo;
     if (Status s = make_descriptors(shape, hi, at_hi); !s.ok()) return s;
     if (Status s = make_descriptors(shape, lo, at_lo); !s.ok()) return s;
@@ -128,6 +136,14 @@ Status GemmPlan::add(const GemmShape& shape, int64_t max_m) {
                                   &check) != CUBLAS_STATUS_SUCCESS ||
           check.workspaceSize > impl_->workspace_bytes)
         continue;
+      if (invariant) {
+        int32_t splits = 1;
+        size_t written = 0;
+        if (cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                                 sizeof splits, &written) != CUBLAS_STATUS_SUCCESS ||
+            splits > 1)
+          continue;
+      }
       buckets.push_back({hi, results[i].algo});
       chosen = true;
     }

@@ -181,9 +181,13 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
   gate_up_shape_ = {2 * ffn, hidden, dtype_, dtype_};
   down_shape_ = {hidden, ffn, dtype_, dtype_};
   lm_head_shape_ = {config_.vocab_size, hidden, dtype_, DType::F32};
+  // The fused path keeps prefill batch-invariant too: a row's projections must not depend on how
+  // many tokens share the step (prefill chunk size, other requests' prompts).
+  const GemmPlan::Choice gemm_choice = options.path == ExecutionPath::Fused ? GemmPlan::Choice::BatchInvariant
+                                                                           : GemmPlan::Choice::FastestPerBucket;
   for (const GemmShape& s : {qkv_shape_, wo_shape_, gate_up_shape_, down_shape_})
-    FUSELM_THROW_IF_FAILED(gemm_.add(s, limits.max_tokens));
-  FUSELM_THROW_IF_FAILED(gemm_.add(lm_head_shape_, limits.logits_rows));
+    FUSELM_THROW_IF_FAILED(gemm_.add(s, limits.max_tokens, gemm_choice));
+  FUSELM_THROW_IF_FAILED(gemm_.add(lm_head_shape_, limits.logits_rows, gemm_choice));
 
   // Models the fused kernels do not cover decode on the baseline path; the choice is made here, once.
   fused_unsupported_ = options.path == ExecutionPath::Fused ? fused_decode_unsupported_reason(config_, dtype_) : "";

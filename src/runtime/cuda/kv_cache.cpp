@@ -71,7 +71,7 @@ void KvCache::reserve(std::span<const std::pair<int, int>> new_lengths) {
     needed += std::max<int64_t>(0, blocks - static_cast<int64_t>(find(seq_id).blocks.size()));
   }
   FUSELM_CHECK(needed <= allocator_.free_count(), "out of KV cache: this step needs ", needed, " more blocks of ",
-               layout_.block_size, " tokens, ", allocator_.free_count(), " are free of ", allocator_.total(),
+               layout_.block_size, " tokens, ", allocator_.free_count(), " are free of ", stats().total_blocks,
                " in total; remove finished sequences, run fewer at once, or give the cache more memory "
                "(--kv-memory-fraction)");
   for (const auto& [seq_id, len] : new_lengths) {
