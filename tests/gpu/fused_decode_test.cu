@@ -73,6 +73,13 @@ PackedWeight pack_stacked(DeviceArena& arena, std::vector<const WeightTensor*> p
   return PackedWeight{arena.upload(packed), DType::BF16, packed_rows, cols};
 }
 
+// A norm weight as the engine keeps it: fp32 (here the bf16 model's values, widened).
+std::vector<float> norm_values(const WeightTensor& t) {
+  std::vector<float> v(t.numel());
+  convert_dtype(t.data, t.dtype, v.data(), DType::F32, t.numel());
+  return v;
+}
+
 struct FusedFixture {
   DeviceArena arena;
   FusedDecodeModel model;
@@ -91,7 +98,7 @@ struct FusedFixture {
     model.vocab = c.vocab_size;
     model.eps = c.rms_norm_eps;
     model.embedding = arena.upload(tensor_bits(m.weights.token_embedding));
-    model.final_norm = arena.upload(tensor_bits(m.weights.final_norm));
+    model.final_norm = arena.upload(norm_values(m.weights.final_norm));
     model.lm_head = pack_stacked(arena, {&m.weights.lm_head}, {});
     model.inv_freq = arena.upload(rope_inv_freq(c.rope, c.head_dim));
     model.kv_layout = PagedKvLayout{16, c.num_kv_heads, c.head_dim};
@@ -104,8 +111,8 @@ struct FusedFixture {
       fl.o = pack_stacked(arena, {&l.wo}, {});
       fl.gate_up = pack_stacked(arena, {&l.w_gate, &l.w_up}, gate_up_row_map(c.intermediate_size));
       fl.down = pack_stacked(arena, {&l.w_down}, {});
-      fl.attn_norm = arena.upload(tensor_bits(l.attn_norm));
-      fl.ffn_norm = arena.upload(tensor_bits(l.ffn_norm));
+      fl.attn_norm = arena.upload(norm_values(l.attn_norm));
+      fl.ffn_norm = arena.upload(norm_values(l.ffn_norm));
       fl.k_cache = arena.alloc(blocks * model.kv_layout.block_elems() * 2);
       fl.v_cache = arena.alloc(blocks * model.kv_layout.block_elems() * 2);
       model.layers.push_back(fl);

@@ -212,8 +212,9 @@ TEST(SkinnyGemm, NormPrologueAndResidualEpilogueChain) {
     auto g_next = rounded(random_values(out_rows, 1.0f), t);
     DeviceBuffer<float> resid2_dev(m * out_rows);
     resid2_dev.upload(resid2);
-    DeviceBuffer<uint16_t> g_next_dev(out_rows), xg_out(m * out_rows);
-    g_next_dev.upload(to_bits(g_next, t));
+    DeviceBuffer<float> g_next_dev(out_rows);
+    DeviceBuffer<uint16_t> xg_out(m * out_rows);
+    g_next_dev.upload(g_next);
     xg_out.poison();
     DeviceBuffer<float> partials_out(m * mma_tiles(out_rows));
     partials_out.poison();

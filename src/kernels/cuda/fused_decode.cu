@@ -26,7 +26,7 @@ __device__ __forceinline__ void store_element(void* p, DType t, int64_t i, float
 
 // One CTA per token; thread j owns 16-element tile j (fixed summation order).
 __global__ void fused_embed_kernel(const void* table, DType dtype, int hidden, const int32_t* tokens,
-                                   const void* norm_weight, float* residual, void* xg, float* partials) {
+                                   const float* norm_weight, float* residual, void* xg, float* partials) {
   const int tok = blockIdx.x;
   const int64_t row = static_cast<int64_t>(tokens[tok]) * hidden;
   const int tiles = (hidden + 15) / 16;
@@ -35,7 +35,7 @@ __global__ void fused_embed_kernel(const void* table, DType dtype, int hidden, c
     for (int i = j * 16; i < min(hidden, j * 16 + 16); ++i) {
       const float v = element_to_float(table, dtype, row + i);
       residual[static_cast<int64_t>(tok) * hidden + i] = v;
-      store_element(xg, dtype, static_cast<int64_t>(tok) * hidden + i, v * element_to_float(norm_weight, dtype, i));
+      store_element(xg, dtype, static_cast<int64_t>(tok) * hidden + i, v * norm_weight[i]);
       s += v * v;
     }
     partials[tok * tiles + j] = s;
@@ -74,7 +74,7 @@ __global__ void pack_kernel(const uint16_t* src, int64_t src_rows, int64_t cols,
 
 }  // namespace
 
-Status fused_embed(const void* table, DType dtype, int hidden, const int32_t* tokens, int m, const void* norm_weight,
+Status fused_embed(const void* table, DType dtype, int hidden, const int32_t* tokens, int m, const float* norm_weight,
                    float* residual, void* xg, float* partials, cudaStream_t stream) {
   if (dtype != DType::BF16 && dtype != DType::F16)
     return Status::error(str_cat("fused_embed: unsupported dtype=", dtype_name(dtype), " (supported: bf16, f16)"));
@@ -153,7 +153,7 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
                                  v.gate_up, stream)).ok())
       return s;
 
-    const void* next_norm = l + 1 < model.layers.size() ? model.layers[l + 1].attn_norm : model.final_norm;
+    const float* next_norm = l + 1 < model.layers.size() ? model.layers[l + 1].attn_norm : model.final_norm;
     SkinnyResidualOut ffn_out{buf.residual, model.hidden, next_norm, buf.xg, model.hidden, buf.partials};
     if (!(s = skinny_gemm_residual(layer.down, SkinnyInput{buf.act, model.ffn, m}, SkinnyNorm{}, ffn_out, v.down, stream)).ok())
       return s;

@@ -25,8 +25,8 @@ struct FusedDecodeLayer {
   PackedWeight o;
   PackedWeight gate_up;  // packed with gate_up_row_map over [Wgate; Wup]
   PackedWeight down;
-  const void* attn_norm = nullptr;  // [hidden], weights dtype
-  const void* ffn_norm = nullptr;
+  const float* attn_norm = nullptr;  // [hidden], fp32
+  const float* ffn_norm = nullptr;
   void* k_cache = nullptr;  // this layer's paged pools
   void* v_cache = nullptr;
 };
@@ -44,7 +44,7 @@ struct FusedDecodeModel {
   float eps = 1e-5f;
   const void* embedding = nullptr;  // [vocab][hidden] row-major, weights dtype
   std::vector<FusedDecodeLayer> layers;
-  const void* final_norm = nullptr;
+  const float* final_norm = nullptr;  // fp32
   PackedWeight lm_head;
   const float* inv_freq = nullptr;  // device [head_dim / 2]
   PagedKvLayout kv_layout;
@@ -85,7 +85,7 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
 
 // Gathers embeddings into the residual stream and writes the first norm's inputs (x·g, per-tile
 // sums of squares), as the residual epilogue does for later layers.
-Status fused_embed(const void* table, DType dtype, int hidden, const int32_t* tokens, int m, const void* norm_weight,
+Status fused_embed(const void* table, DType dtype, int hidden, const int32_t* tokens, int m, const float* norm_weight,
                    float* residual, void* xg, float* partials, cudaStream_t stream);
 
 // Repacks a row-major device matrix [src_rows][cols] into the fragment layout (mma_packing.h),

@@ -99,7 +99,7 @@ struct ResidualEpilogue {
 
   template <typename T, int MT>
   __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m) const {
-    const T* norm_w = static_cast<const T*>(out.next_norm_weight);
+    const float* norm_w = out.next_norm_weight;
     float sq[MT][2] = {};
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
@@ -112,7 +112,7 @@ struct ResidualEpilogue {
         const float v = *r + c[mt][i];
         *r = v;
         if (norm_w != nullptr) {
-          static_cast<T*>(out.xg)[tok * out.xg_stride + row] = from_float<T>(v * to_float(norm_w[row]));
+          static_cast<T*>(out.xg)[tok * out.xg_stride + row] = from_float<T>(v * norm_w[row]);
           sq[mt][i & 1] += v * v;
         }
       }

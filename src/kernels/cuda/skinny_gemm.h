@@ -60,12 +60,12 @@ Status skinny_gemm_store(const PackedWeight& w, const SkinnyInput& in, const Ski
                          DType out_dtype, int64_t out_stride, SkinnyGemmVariant variant, cudaStream_t stream);
 
 // residual[m][n] += result (fp32). When next_norm_weight is set, also writes
-// xg[m][n] = residual * next_norm_weight[n] (weights dtype) and, per 16-row tile,
+// xg[m][n] = residual * next_norm_weight[n] (rounded to the weights dtype) and, per 16-row tile,
 // partials[m][n / 16] = sum of residual^2: the input of the next normed GEMM.
 struct SkinnyResidualOut {
   float* residual = nullptr;
   int64_t residual_stride = 0;
-  const void* next_norm_weight = nullptr;  // [n], weights dtype
+  const float* next_norm_weight = nullptr;  // [n], fp32 (as stored: no rounding of the norm weights)
   void* xg = nullptr;
   int64_t xg_stride = 0;
   float* partials = nullptr;  // [m][ceil(n / 16)]

@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/mma_packing.h"
 
@@ -149,27 +148,19 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
     FUSELM_CUDA_THROW(cudaStreamSynchronize(stream));  // before the row maps are freed
   }
 
-  // Norm weights in the compute dtype (the fused epilogues multiply them in), step buffers, logits.
+  // Step buffers and logits. The norm weights stay the engine's fp32 copies.
   const FusedDecodeBufferSizes sizes = fused_decode_buffer_sizes(m, attention_plan_);
   Carver carve;
-  const size_t norm_bytes = dtype_bytes(dtype, hidden);
-  std::vector<size_t> norm_offsets;
-  for (int i = 0; i < 2 * config.num_layers + 1; ++i) norm_offsets.push_back(carve.take(norm_bytes));
   const size_t residual = carve.take(sizes.residual), xg = carve.take(sizes.xg), partials = carve.take(sizes.partials);
   const size_t q = carve.take(sizes.q), attn = carve.take(sizes.attn), act = carve.take(sizes.act);
   const size_t workspace = carve.take(sizes.attention_workspace);
   const size_t logits = carve.take(static_cast<size_t>(buckets_.back()) * vocab * sizeof(float));
   buffers_ = DeviceBuffer::allocate(carve.total(), "the fused decode path's buffers");
-  auto norm_at = [&](int i, const float* src) {
-    void* dst = buffers_.at<void>(norm_offsets[i]);
-    FUSELM_THROW_IF_FAILED(convert_dtype_device(src, DType::F32, dst, dtype, hidden, stream));
-    return static_cast<const void*>(dst);
-  };
   for (int l = 0; l < config.num_layers; ++l) {
-    m.layers[l].attn_norm = norm_at(2 * l, weights.layers[l].attn_norm);
-    m.layers[l].ffn_norm = norm_at(2 * l + 1, weights.layers[l].ffn_norm);
+    m.layers[l].attn_norm = weights.layers[l].attn_norm;
+    m.layers[l].ffn_norm = weights.layers[l].ffn_norm;
   }
-  m.final_norm = norm_at(2 * config.num_layers, weights.final_norm);
+  m.final_norm = weights.final_norm;
   step_buffers_.residual = buffers_.at<float>(residual);
   step_buffers_.xg = buffers_.at<void>(xg);
   step_buffers_.partials = buffers_.at<float>(partials);

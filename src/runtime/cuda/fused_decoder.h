@@ -59,8 +59,8 @@ class CudaGraph {
 
 class FusedDecoder {
  public:
-  // Packs the weights and converts the norm weights to the compute dtype, and allocates the step
-  // buffers: everything that takes memory, so that the KV cache can be sized from what is left.
+  // Packs the weights and allocates the step buffers: everything that takes memory, so that the KV
+  // cache can be sized from what is left.
   FusedDecoder(const ModelConfig& config, DType dtype, const DeviceWeights& weights,
                const DecodeAttentionPlan& attention_plan, const FusedDecodeVariants& variants, int max_batch,
                cudaStream_t stream);
@@ -96,7 +96,7 @@ class FusedDecoder {
   std::vector<int> buckets_;
   std::vector<CudaGraph> graphs_;  // one per bucket, same order
   DeviceBuffer packed_;   // every packed weight matrix
-  DeviceBuffer buffers_;  // norm weights in the compute dtype, step buffers, logits
+  DeviceBuffer buffers_;  // step buffers, logits
 };
 
 }  // namespace fuselm
