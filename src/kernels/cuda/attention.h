@@ -48,6 +48,9 @@ Status prefill_attention(const void* q, void* out, DType dtype, const AttentionS
 struct DecodeAttentionPlan {
   int split_tokens = 256;       // fixed: never chosen from the batch
   int max_splits_per_seq = 0;   // ceil(max_seq_len / split_tokens)
+  // Launch both kernels with programmatic dependent launch (sm_90+; see pdl.cuh): each waits for
+  // its predecessor's results first and lets its successor start at once. Same results either way.
+  bool pdl = false;
 };
 // Workspace bytes decode_attention needs for `max_batch` sequences under `plan`.
 size_t decode_attention_workspace_bytes(const AttentionShape& shape, const DecodeAttentionPlan& plan, int max_batch);

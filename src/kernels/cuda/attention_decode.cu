@@ -17,6 +17,7 @@
 #include "kernels/cuda/attention_generic.cuh"
 #include "kernels/cuda/attention_variants.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace fuselm {
 namespace attention_detail {
@@ -57,6 +58,8 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   constexpr int kChunks = HEAD_DIM / 8;
   extern __shared__ __align__(128) uint8_t smem[];
 
+  wait_for_previous_grid();  // q, K and V come from the previous kernel
+  allow_next_grid();
   const int seq = blockIdx.z;
   const int kv_head = blockIdx.y / head_tiles;
   const int head_tile = blockIdx.y % head_tiles;
@@ -189,6 +192,8 @@ __global__ void __launch_bounds__(HEAD_DIM / 4 * kCombineHeads)
     decode_combine_kernel(const float* __restrict__ partial_out, const float* __restrict__ partial_lse,
                           uint16_t* __restrict__ out, const int32_t* __restrict__ kv_lens, int n_heads,
                           int split_tokens, int max_splits, int64_t capacity) {
+  wait_for_previous_grid();
+  allow_next_grid();
   const int seq = blockIdx.y;
   const int head = blockIdx.x * kCombineHeads + threadIdx.y;
   if (head >= n_heads) return;
@@ -266,6 +271,7 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
   if (static_cast<int64_t>(shape.n_kv_heads) * head_tiles > 65535)
     return Status::error(str_cat("decode_attention: n_kv_heads=", shape.n_kv_heads, " exceeds the grid limit"));
   const float scale_log2 = shape.scale * 1.4426950408889634f;
+  const bool pdl = plan.pdl;  // launch_kernel drops it where this build's code has no griddepcontrol
   const int64_t capacity = static_cast<int64_t>(kv.max_blocks_per_seq) * kv.layout.block_size;
 
   return dispatch_dtype(dtype, [&](auto type_tag) {
@@ -285,19 +291,18 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
             cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
         const dim3 split_grid(static_cast<unsigned>(plan.max_splits_per_seq),
                               static_cast<unsigned>(shape.n_kv_heads * head_tiles), static_cast<unsigned>(batch));
-        split_kernel<<<split_grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(
+        FUSELM_CUDA_RETURN(launch_kernel(
+            split_kernel, split_grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, pdl,
             static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k), static_cast<const uint16_t*>(kv.v),
             kv.layout, kv.block_tables, kv.max_blocks_per_seq, kv_lens, shape.n_heads, group, head_tiles,
-            plan.split_tokens, plan.max_splits_per_seq, scale_log2, partial_out, partial_lse);
-        FUSELM_CUDA_RETURN_LAUNCH();
+            plan.split_tokens, plan.max_splits_per_seq, scale_log2, partial_out, partial_lse));
 
         const dim3 combine_grid(static_cast<unsigned>((shape.n_heads + kCombineHeads - 1) / kCombineHeads),
                                 static_cast<unsigned>(batch));
         const dim3 combine_block(kHeadDim / 4, kCombineHeads);
-        decode_combine_kernel<T, kHeadDim><<<combine_grid, combine_block, 0, stream>>>(
-            partial_out, partial_lse, static_cast<uint16_t*>(out), kv_lens, shape.n_heads, plan.split_tokens,
-            plan.max_splits_per_seq, capacity);
-        FUSELM_CUDA_RETURN_LAUNCH();
+        FUSELM_CUDA_RETURN(launch_kernel(decode_combine_kernel<T, kHeadDim>, combine_grid, combine_block, 0, stream,
+                                         pdl, partial_out, partial_lse, static_cast<uint16_t*>(out), kv_lens,
+                                         shape.n_heads, plan.split_tokens, plan.max_splits_per_seq, capacity));
         return Status();
       });
     };

@@ -1,0 +1,46 @@
+#pragma once
+// Programmatic dependent launch (sm_90+): a kernel launched with the attribute may start while the
+// previous kernel in its stream is still running. It must call wait_for_previous_grid() before it
+// reads anything the previous kernel writes (or writes anything the previous kernel reads);
+// allow_next_grid() lets the next such kernel start early. Both are no-ops for a kernel launched
+// without the attribute, and compile to nothing in code for older architectures.
+#include <cuda_runtime.h>
+
+namespace fuselm {
+
+__device__ __forceinline__ void wait_for_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void allow_next_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Whether kernels of this build run with griddepcontrol on the current device: it is sm_90 or newer
+// and runs this binary's sm_90 code (a compute_80 PTX build, JIT-compiled on a newer GPU, has
+// none, and launching it with the attribute would let it overlap its predecessor). Checked once.
+bool pdl_supported();
+
+// Launches `kernel` on `stream`, with programmatic stream serialization when `pdl` is set and
+// supported here.
+template <class... KernelArgs, class... Args>
+cudaError_t launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                          bool pdl, Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attr;
+  config.numAttrs = pdl && pdl_supported() ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, static_cast<KernelArgs>(args)...);
+}
+
+}  // namespace fuselm
