@@ -19,7 +19,7 @@ namespace fuselm::cli {
 struct EngineFlags {
   std::string device = "cpu";
   std::string dtype = "bf16";
-  std::string path = "baseline";
+  std::string path = "fused";
   bool bf16_rope_freqs = false;
 
   void add_to(CLI::App& sub);
