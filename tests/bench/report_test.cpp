@@ -7,6 +7,7 @@
 #include "bench/stats.h"
 #include "test_util.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -361,6 +362,33 @@ TEST(Report, PlotScriptRendersEveryPlot) {
     for (const char* png : {"itl.png", "itl_cdf.png", "throughput.png", "prefill.png", "depth.png", "stability.png"})
       EXPECT_GT(fs::file_size(out / png), 1000u) << out / png;
   }
+  fs::remove_all(dir);
+}
+
+// bench/repeatability.py passes two runs within 3% on latency decode tok/s and fails two 10% apart.
+TEST(Report, RepeatabilityScriptHoldsRunsToThreePercent) {
+  if (std::system("command -v python3 >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not installed";
+  namespace fs = std::filesystem;
+  fs::path source = __FILE__;
+  if (source.is_relative()) source = fs::path(test::cli_path()).parent_path() / source;
+  const fs::path script = source.parent_path().parent_path().parent_path() / "bench" / "repeatability.py";
+  ASSERT_TRUE(fs::exists(script)) << script;
+  const fs::path dir = fs::temp_directory_path() / ("fuselm_repeat_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const RunInfo info = run_info(true);
+  auto write = [&](const char* name, double slow) {
+    const std::vector<VariantReport> v = {{"baseline", "e", cost(), results(slow)}};
+    std::ofstream(dir / name) << report_json(info, v).dump(2);
+    return (dir / name).string();
+  };
+  const std::string a = write("a.json", 1.0), b = write("b.json", 1.02), c = write("c.json", 1.1);
+  auto run = [&](const std::string& x, const std::string& y) {
+    const int status = std::system(("python3 " + script.string() + " " + x + " " + y + " >/dev/null").c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(run(a, b), 0);
+  EXPECT_EQ(run(a, c), 1);
   fs::remove_all(dir);
 }
 
