@@ -5,6 +5,8 @@
 #   throughput.png  output tokens/s against batch size
 #   prefill.png     prefill TFLOP/s and tokens/s against prompt length
 #   depth.png       decode tokens/s against KV depth
+#   stability.png   every decode step of the first timed repetition of the stability scenario
+#                   (batch-1 ITL and the step at each batch), over its median
 # Plots are made only for the scenarios the result holds; with --compare, one series per variant.
 # Data is pulled from the JSON by python3 (standard library only) and drawn by gnuplot.
 # Usage: bench/plot.sh RESULT.json OUTDIR
@@ -56,7 +58,7 @@ def percentile(sorted_xs, p):  # the tool's definition: linear between closest r
         return sorted_xs[-1]
     return sorted_xs[lo] + (h - lo) * (sorted_xs[lo + 1] - sorted_xs[lo])
 
-have = {"latency": [], "throughput": [], "prefill": [], "depth": []}
+have = {"latency": [], "throughput": [], "prefill": [], "depth": [], "stability": []}
 itl_all = []
 for name, s in variants:
     if "latency" in s:
@@ -76,6 +78,14 @@ for name, s in variants:
     if "depth" in s:
         write(f"depth_{name}.dat", [(p["depth"], p["decode_tok_s"], p["step_ms_median"]) for p in s["depth"]])
         have["depth"].append(name)
+    if "stability" in s:
+        # One file per series, named by number; the titles (no spaces) go to gnuplot as a word list.
+        st = s["stability"]
+        series = [("ITL-b1", st["itl"]["samples"][0]["itl_ms"], st["itl"]["itl_ms"]["p50"])]
+        series += [(f'step-b{b["batch"]}', b["samples"][0]["step_ms"], b["step_ms"]["p50"]) for b in st["steps"]]
+        for tag, xs, p50 in series:
+            have["stability"].append(f"{name}:{tag}" if len(variants) > 1 else tag)
+            write(f"stab_{len(have['stability'])}.dat", [(i + 1, x / p50) for i, x in enumerate(xs)])
 
 # One set of histogram bins for every variant so their bars line up: 40 bins over [min, max].
 if itl_all:
@@ -106,5 +116,6 @@ if [ -n "$latency_variants" ]; then plot itl.gp "$latency_variants"; made+=(itl.
 if [ -n "$throughput_variants" ]; then plot throughput.gp "$throughput_variants"; made+=(throughput.png); fi
 if [ -n "$prefill_variants" ]; then plot prefill.gp "$prefill_variants"; made+=(prefill.png); fi
 if [ -n "$depth_variants" ]; then plot depth.gp "$depth_variants"; made+=(depth.png); fi
+if [ -n "$stability_variants" ]; then plot stability.gp "$stability_variants"; made+=(stability.png); fi
 [ ${#made[@]} -gt 0 ] || { echo "plot.sh: $json holds no scenario to plot" >&2; exit 1; }
 echo "plot.sh: wrote ${made[*]} to $out"

@@ -9,6 +9,9 @@ set logscale x 2
 set xlabel 'prompt tokens'
 set ylabel 'TFLOP/s (FLOPs counted from the model)'
 set y2label 'tokens/s'
+# From zero on both axes: a flat curve must look flat, not like a cliff on a zoomed axis.
+set yrange [0:*]
+set y2range [0:*]
 set ytics nomirror
 set y2tics
 set format y2 '%.0f'

@@ -121,11 +121,14 @@ int64_t causal_context_sum(int64_t start, int64_t n) {
   return n * (start + 1) + n * (n - 1) / 2;
 }
 
+double attention_flops(const CostModel& m, int64_t start, int64_t tokens) {
+  return 4.0 * m.layers * m.heads * m.head_dim * static_cast<double>(causal_context_sum(start, tokens));
+}
+
 double prefill_flops(const CostModel& m, int64_t start, int64_t tokens, int64_t logit_rows) {
   const double matmuls = 2.0 * static_cast<double>(m.matmul_params()) * static_cast<double>(tokens);
   const double lm_head = 2.0 * static_cast<double>(m.lm_head_params()) * static_cast<double>(logit_rows);
-  const double attention = 4.0 * m.layers * m.heads * m.head_dim * static_cast<double>(causal_context_sum(start, tokens));
-  return matmuls + lm_head + attention;
+  return matmuls + lm_head + attention_flops(m, start, tokens);
 }
 
 double decode_step_flops(const CostModel& m, int batch, int64_t cached_len) {

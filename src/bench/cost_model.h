@@ -73,6 +73,8 @@ StepBytes decode_step_bytes(const CostModel& m, std::span<const int64_t> cached_
 // Sum over the new tokens of their causal context: tokens start..start+n-1, each seeing itself
 // and every earlier token: sum_{i=0}^{n-1} (start + i + 1).
 int64_t causal_context_sum(int64_t start, int64_t n);
+// The attention part of that: 4 * layers * heads * head_dim * causal_context_sum(start, tokens).
+double attention_flops(const CostModel& m, int64_t start, int64_t tokens);
 // FLOPs of appending `tokens` tokens to a sequence holding `start`, with `logit_rows` rows of
 // logits computed.
 double prefill_flops(const CostModel& m, int64_t start, int64_t tokens, int64_t logit_rows = 1);

@@ -51,7 +51,7 @@ BandwidthPeak measure_host_peak(size_t bytes, int runs) {
                  "; memory or threading is broken");
     if (run >= 0) peak.read_ms.push_back(ms);
   }
-  peak.read_gbs = static_cast<double>(peak.read_bytes) / (median(peak.read_ms) * 1e-3) / 1e9;
+  peak.read_gbs = gb_per_s(static_cast<double>(peak.read_bytes), median(peak.read_ms));
 
   const size_t half = words / 2;
   peak.copy_bytes = 2 * half * sizeof(uint64_t);
@@ -69,7 +69,7 @@ BandwidthPeak measure_host_peak(size_t bytes, int runs) {
     const double ms = elapsed_ms(t0);
     if (run >= 0) peak.copy_ms.push_back(ms);
   }
-  peak.copy_gbs = static_cast<double>(peak.copy_bytes) / (median(peak.copy_ms) * 1e-3) / 1e9;
+  peak.copy_gbs = gb_per_s(static_cast<double>(peak.copy_bytes), median(peak.copy_ms));
   return peak;
 }
 

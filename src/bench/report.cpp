@@ -36,7 +36,7 @@ StepBytes decode_bytes(const CostModel& cost, int batch, int64_t first_cached, i
 
 // Achieved bandwidth over a set of timed decode steps: all their bytes over all their time.
 json bandwidth_json(const StepBytes& bytes, int64_t steps, double total_ms, double peak_gbs) {
-  const double achieved = static_cast<double>(bytes.total()) / (total_ms * 1e-3) / 1e9;
+  const double achieved = gb_per_s(static_cast<double>(bytes.total()), total_ms);
   const double n = static_cast<double>(steps);
   json per_step = {{"weights", bytes.weights / n},
                    {"kv_read", bytes.kv_read / n},
@@ -185,6 +185,69 @@ json depth_json(const DepthResult& r, const CostModel& cost, double peak_gbs) {
           {"samples", samples}};
 }
 
+// Spread of step times pooled over reps, plus the steady part taken out: each rep's least-squares
+// slope (steps grow slower as the KV cache grows) and the stddev of what is left around it.
+json spread_json(const std::vector<std::vector<double>>& reps_ms, const char* samples_key) {
+  std::vector<double> pooled, residuals, slopes;
+  for (const auto& ms : reps_ms) {
+    pooled.insert(pooled.end(), ms.begin(), ms.end());
+    const Trend trend = linear_trend(ms);
+    slopes.push_back(trend.slope);
+    const std::vector<double> rest = detrended(ms, trend);
+    residuals.insert(residuals.end(), rest.begin(), rest.end());
+  }
+  const Summary s = summarize(pooled);
+  return {{samples_key, summary_json(s)},
+          {"p99_over_p50", s.jitter_ratio()},
+          {"stddev_ms", s.stddev},
+          {"max_ms", s.max},
+          {"trend_ms_per_1k_steps", 1000.0 * median(slopes)},
+          {"detrended_stddev_ms", sample_stddev(residuals)}};
+}
+
+json stability_json(const StabilityResult& r) {
+  FUSELM_CHECK(!r.itl.reps.empty(), "stability scenario has no timed repetitions");
+  std::vector<std::vector<double>> itl_reps;
+  std::vector<double> tok_s;
+  json itl_samples = json::array();
+  for (const LatencyRep& rep : r.itl.reps) {
+    const double rate = 1000.0 * static_cast<double>(rep.itl_ms.size()) / sum(rep.itl_ms);
+    itl_reps.push_back(rep.itl_ms);
+    tok_s.push_back(rate);
+    itl_samples.push_back({{"ttft_ms", rep.ttft_ms}, {"decode_tok_s", rate}, {"itl_ms", rep.itl_ms}});
+  }
+  json itl = {{"batch", 1},
+              {"prompt_len", r.itl.prompt_len},
+              {"gen_len", r.itl.gen_len},
+              {"reps", r.itl.reps.size()},
+              {"decode_tok_s", median(tok_s)}};
+  itl.update(spread_json(itl_reps, "itl_ms"));
+  itl["samples"] = itl_samples;
+
+  json steps = json::array();
+  for (const ThroughputResult& t : r.steps) {
+    FUSELM_CHECK(!t.reps.empty(), "stability batch ", t.batch, " has no timed repetitions");
+    std::vector<std::vector<double>> step_reps;
+    std::vector<double> rates;
+    json samples = json::array();
+    for (const ThroughputRep& rep : t.reps) {
+      const double rate = 1000.0 * t.batch * static_cast<double>(rep.step_ms.size()) / sum(rep.step_ms);
+      step_reps.push_back(rep.step_ms);
+      rates.push_back(rate);
+      samples.push_back({{"prefill_ms", rep.prefill_ms}, {"decode_tok_s", rate}, {"step_ms", rep.step_ms}});
+    }
+    json b = {{"batch", t.batch},
+              {"prompt_len", t.prompt_len},
+              {"steps", t.gen_len - 1},
+              {"reps", t.reps.size()},
+              {"decode_tok_s", median(rates)}};
+    b.update(spread_json(step_reps, "step_ms"));
+    b["samples"] = samples;
+    steps.push_back(b);
+  }
+  return {{"itl", itl}, {"steps", steps}};
+}
+
 // Ratios of one metric pair by pair, and their median.
 json pair_ratios(const json& first_samples, const json& second_samples, const char* key, bool higher_is_better) {
   json pairs = json::array();
@@ -245,7 +308,36 @@ json peak_json(const BandwidthPeak& p) {
           {"copy_bytes", p.copy_bytes},
           {"copy_ms", p.copy_ms},
           {"copy_method", p.copy_method},
+          {"copy_kernel_gbs", p.copy_kernel_gbs > 0 ? json(p.copy_kernel_gbs) : json(nullptr)},
+          {"copy_kernel_ms", p.copy_kernel_ms},
+          {"copy_kernel_method", p.copy_kernel_method},
+          {"copy_kernel_vs_memcpy", p.copy_kernel_vs_memcpy() > 0 ? json(p.copy_kernel_vs_memcpy()) : json(nullptr)},
           {"threads", p.threads}};
+}
+
+json timing_json(const RunTiming& t) {
+  auto total = [](std::span<const ScenarioSeconds> xs) {
+    double sum = 0;
+    for (const auto& x : xs) sum += x.seconds;
+    return sum;
+  };
+  json scenarios = json::object();
+  for (const auto& e : t.estimated) scenarios[scenario_name(e.scenario)]["estimated_s"] = e.seconds;
+  for (const auto& m : t.measured) scenarios[scenario_name(m.scenario)]["measured_s"] = m.seconds;
+  const Calibration& c = t.calibration;
+  return {{"calibration",
+           {{"prefill_tokens", c.prefill_tokens},
+            {"prefill_ms", c.prefill_ms},
+            {"decode_cached", c.decode_cached},
+            {"decode_step_ms", c.decode_step_ms}}},
+          {"scenarios", scenarios},
+          {"estimated_s", total(t.estimated)},
+          {"measured_s", total(t.measured)},
+          {"wall_s", t.wall_s},
+          {"budget_s", t.budget_s > 0 ? json(t.budget_s) : json(nullptr)},
+          {"definition", "estimated_s: before the run, from the calibration (a prompt and batch-1 decode steps) "
+                         "scaled by the byte and FLOP model; measured_s: each scenario's wall time, warm-ups "
+                         "included; wall_s: the whole command (peak, model, engines, calibration, scenarios)"}};
 }
 
 json cost_model_json(const CostModel& c) {
@@ -280,6 +372,7 @@ json variant_json(const VariantReport& v, double peak_gbs) {
     for (const auto& d : r.depth) arr.push_back(depth_json(d, v.cost, peak_gbs));
     scenarios["depth"] = arr;
   }
+  if (r.stability) scenarios["stability"] = stability_json(*r.stability);
   return {{"path", v.path}, {"engine", v.engine}, {"byte_model", cost_model_json(v.cost)}, {"scenarios", scenarios}};
 }
 
@@ -361,10 +454,14 @@ json report_json(const RunInfo& info, std::span<const VariantReport> variants) {
                   {"prefill_lens", o.prefill_lens},
                   {"depths", o.depths},
                   {"depth_gen_len", o.depth_gen_len},
+                  {"stability_gen_len", o.stability_gen_len},
+                  {"stability_batches", o.stability_batches},
+                  {"stability_steps", o.stability_steps},
                   {"max_prefill_tokens", o.max_prefill_tokens},
                   {"seed", o.seed},
                   {"sampling", "greedy, end-of-sequence ignored"}};
   j["peak_bandwidth"] = info.peak ? peak_json(*info.peak) : json(nullptr);
+  if (info.timing) j["timing"] = timing_json(*info.timing);
   j["definitions"] = {
       {"percentiles", "linear interpolation between closest ranks (NumPy 'linear', Hyndman-Fan type 7)"},
       {"stddev", "sample standard deviation (n - 1)"},
@@ -372,6 +469,9 @@ json report_json(const RunInfo& info, std::span<const VariantReport> variants) {
       {"itl_ms", "gaps between consecutive output tokens (tokens 2..N) pooled over reps"},
       {"tpot_ms", "(end-to-end - TTFT) / (N - 1) per rep; median over reps"},
       {"jitter", "ITL p99 / p50, and ITL standard deviation"},
+      {"stability", "ITL of one long batch-1 generation and decode-step times at larger batches, pooled over "
+                    "reps: percentiles, p99/p50, stddev; trend = median over reps of the least-squares slope "
+                    "per 1000 steps; detrended_stddev_ms = stddev of the residuals around each rep's line"},
       {"decode_tok_s", "1000 / TPOT per rep; median over reps"},
       {"bandwidth", "bytes a decode step must move (byte_model) summed over the timed steps, over their time; "
                     "utilization = achieved / peak_bandwidth.read_gbs"},
@@ -520,6 +620,30 @@ std::vector<Table> scenario_tables(const json& scenarios, const std::string& suf
                         sig(p["bandwidth"]["achieved_gbs"]), pct(p["bandwidth"]["utilization"])});
     tables.push_back(std::move(t));
   }
+  if (scenarios.contains("stability")) {
+    const json& st = scenarios["stability"];
+    const json& itl = st["itl"];
+    std::string batches;
+    for (const json& b : st["steps"]) batches += (batches.empty() ? "" : ", ") + std::to_string(b["batch"].get<int>());
+    const int steps = st["steps"].empty() ? 0 : st["steps"][0]["steps"].get<int>();
+    const int prompt = st["steps"].empty() ? 0 : st["steps"][0]["prompt_len"].get<int>();
+    Table t{str_cat("stability", suffix, ": ITL of ", itl["gen_len"].get<int>(), " tokens at batch 1 (prompt ",
+                    itl["prompt_len"].get<int>(), "); ", steps, " decode steps at batch ", batches, " (prompt ", prompt,
+                    "); ", itl["reps"].get<int>(), " reps pooled; trend = least-squares slope, detrended sd = "
+                    "stddev around it"),
+            {"times", "n", "p50 ms", "p90 ms", "p99 ms", "max ms", "p99/p50", "stddev ms", "trend ms/1k steps",
+             "detrended sd ms"},
+            {}};
+    auto row = [&](const std::string& label, const json& x, const char* key) {
+      const json& m = x[key];
+      t.rows.push_back({label, std::to_string(m["count"].get<int64_t>()), num(m["p50"], 3), num(m["p90"], 3),
+                        num(m["p99"], 3), num(m["max"], 3), num(x["p99_over_p50"], 3), num(x["stddev_ms"], 3),
+                        num(x["trend_ms_per_1k_steps"], 3), num(x["detrended_stddev_ms"], 3)});
+    };
+    row("ITL, batch 1", itl, "itl_ms");
+    for (const json& b : st["steps"]) row(str_cat("step, batch ", b["batch"].get<int>()), b, "step_ms");
+    tables.push_back(std::move(t));
+  }
   return tables;
 }
 
@@ -593,6 +717,17 @@ std::string render_report(const json& r, bool markdown) {
   out << bullet << "commit " << env["commit"].get<std::string>() << ", " << env["date"].get<std::string>() << "\n";
   out << bullet << "command: " << (markdown ? "`" : "") << env["command_line"].get<std::string>()
       << (markdown ? "`" : "") << "\n";
+  if (r.contains("timing")) {
+    const json& t = r["timing"];
+    std::string per;
+    for (const json& name : r["options"]["scenarios"]) {  // in the order they ran
+      const json& x = t["scenarios"].value(name.get<std::string>(), json::object());
+      per += str_cat(per.empty() ? "" : ", ", name.get<std::string>(), " ", num(x.value("estimated_s", json()), 1),
+                     " / ", num(x.value("measured_s", json()), 1));
+    }
+    out << bullet << "time, estimated / measured s: " << per << "; scenarios " << num(t["estimated_s"], 1) << " / "
+        << num(t["measured_s"], 1) << ", whole command " << num(t["wall_s"], 1) << " s\n";
+  }
 
   std::vector<Table> tables;
   if (r.contains("compare")) {
@@ -616,7 +751,22 @@ std::string render_peak(const json& p) {
                           fmt(p["read_gbs"].get<double>(), 1), " GB/s [", p["read_method"].get<std::string>(), "]");
   if (p["copy_gbs"].get<double>() > 0)
     s += str_cat("; copy ", fmt(p["copy_gbs"].get<double>(), 1), " GB/s [", p["copy_method"].get<std::string>(), "]");
+  // Older results have no copy kernel; a CPU result has null.
+  if (p.contains("copy_kernel_gbs") && p["copy_kernel_gbs"].is_number())
+    s += str_cat("; copy kernel ", fmt(p["copy_kernel_gbs"].get<double>(), 1), " GB/s = ",
+                 num(p["copy_kernel_vs_memcpy"], 3), " x the copy above [", p["copy_kernel_method"].get<std::string>(),
+                 "]");
   return s;
+}
+
+std::string render_seconds(std::span<const ScenarioSeconds> seconds) {
+  std::string s;
+  double total = 0;
+  for (const auto& x : seconds) {
+    s += str_cat(s.empty() ? "" : ", ", scenario_name(x.scenario), " ", fmt(x.seconds, 1), " s");
+    total += x.seconds;
+  }
+  return s + str_cat("; total ", fmt(total, 1), " s (", fmt(total / 60.0, 1), " min)");
 }
 
 std::string render_table(const json& report) { return render_report(report, false); }

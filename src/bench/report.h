@@ -10,6 +10,7 @@
 
 #include "bench/cost_model.h"
 #include "bench/environment.h"
+#include "bench/estimate.h"
 #include "bench/peak_bandwidth.h"
 #include "bench/scenarios.h"
 #include "model/config.h"
@@ -17,6 +18,15 @@
 namespace fuselm::bench {
 
 inline constexpr const char* kReportSchema = "fuselm-bench/1";
+
+// How long the run was expected to take and took.
+struct RunTiming {
+  Calibration calibration;
+  std::vector<ScenarioSeconds> estimated;  // before the run, from the calibration
+  std::vector<ScenarioSeconds> measured;   // each scenario's wall time, warm-ups included
+  double budget_s = 0;                     // --time-budget; 0 = none
+  double wall_s = 0;  // the whole command: peak, model, engines, calibration, scenarios
+};
 
 struct RunInfo {
   Environment environment;
@@ -28,6 +38,7 @@ struct RunInfo {
   std::string dtype;   // the engine's compute/storage dtype
   BenchOptions options;
   std::vector<Scenario> scenarios;
+  std::optional<RunTiming> timing;
 };
 
 struct VariantReport {
@@ -39,6 +50,7 @@ struct VariantReport {
 
 nlohmann::json environment_json(const Environment& env);
 nlohmann::json peak_json(const BandwidthPeak& peak);
+nlohmann::json timing_json(const RunTiming& timing);
 nlohmann::json cost_model_json(const CostModel& cost);
 // {"path", "engine", "byte_model", "scenarios": {...}}; peak_gbs <= 0 leaves utilization null.
 nlohmann::json variant_json(const VariantReport& variant, double peak_gbs);
@@ -50,6 +62,8 @@ nlohmann::json compare_json(const nlohmann::json& first, const nlohmann::json& s
 nlohmann::json report_json(const RunInfo& info, std::span<const VariantReport> variants);
 
 std::string render_peak(const nlohmann::json& peak);
+// "latency 4.1 s, throughput 33.0 s, ..., total 2.1 min" from {scenario, seconds} pairs.
+std::string render_seconds(std::span<const ScenarioSeconds> seconds);
 std::string render_table(const nlohmann::json& report);
 std::string render_markdown(const nlohmann::json& report);
 

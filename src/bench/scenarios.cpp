@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "bench/estimate.h"
 #include "bench/progress.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -121,6 +122,7 @@ std::string scenario_name(Scenario s) {
     case Scenario::Throughput: return "throughput";
     case Scenario::Prefill: return "prefill";
     case Scenario::Depth: return "depth";
+    case Scenario::Stability: return "stability";
   }
   return "?";
 }
@@ -132,16 +134,18 @@ std::vector<Scenario> parse_scenarios(const std::string& list) {
   while (std::getline(in, item, ',')) {
     if (item.empty()) continue;
     std::vector<Scenario> add;
-    if (item == "all") add = {Scenario::Latency, Scenario::Throughput, Scenario::Prefill, Scenario::Depth};
+    if (item == "all")
+      add = {Scenario::Latency, Scenario::Throughput, Scenario::Prefill, Scenario::Depth, Scenario::Stability};
     else if (item == "latency") add = {Scenario::Latency};
     else if (item == "throughput") add = {Scenario::Throughput};
     else if (item == "prefill") add = {Scenario::Prefill};
     else if (item == "depth") add = {Scenario::Depth};
-    else fail("unknown scenario '", item, "' (supported: latency, throughput, prefill, depth, all)");
+    else if (item == "stability") add = {Scenario::Stability};
+    else fail("unknown scenario '", item, "' (supported: latency, throughput, prefill, depth, stability, all)");
     for (Scenario s : add)
       if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
   }
-  FUSELM_CHECK(!out.empty(), "no scenario given (supported: latency, throughput, prefill, depth, all)");
+  FUSELM_CHECK(!out.empty(), "no scenario given (supported: latency, throughput, prefill, depth, stability, all)");
   return out;
 }
 
@@ -170,12 +174,21 @@ void BenchOptions::validate(std::span<const Scenario> scenarios) const {
         for (int d : depths) check_positive(d, "every --depths entry", 0);
         check_positive(depth_gen_len, "--depth-gen-len");
         break;
+      case Scenario::Stability:
+        check_positive(prompt_len, "--prompt-len");
+        check_positive(stability_gen_len, "--stability-gen-len (an inter-token gap needs 2 tokens)", 2);
+        FUSELM_CHECK(!stability_batches.empty(), "bench: --stability-batches is empty");
+        for (int b : stability_batches) check_positive(b, "every --stability-batches entry");
+        check_positive(batch_prompt_len, "--batch-prompt-len");
+        check_positive(stability_steps, "--stability-steps");
+        break;
     }
   }
 }
 
 EngineNeeds engine_needs(std::span<const Scenario> scenarios, const BenchOptions& o) {
   EngineNeeds needs;
+  needs.max_seq_len = kCalibrationMinSeqLen;  // room for the time estimate's calibration
   needs.max_prefill_tokens = o.max_prefill_tokens;
   for (Scenario s : scenarios) {
     switch (s) {
@@ -196,6 +209,13 @@ EngineNeeds engine_needs(std::span<const Scenario> scenarios, const BenchOptions
       case Scenario::Depth:
         needs.max_seq_len =
             std::max(needs.max_seq_len, *std::max_element(o.depths.begin(), o.depths.end()) + o.depth_gen_len + 1);
+        break;
+      case Scenario::Stability:
+        needs.max_seq_len = std::max({needs.max_seq_len, o.prompt_len + o.stability_gen_len,
+                                      o.batch_prompt_len + o.stability_steps + 1});
+        needs.max_prefill_tokens = std::max(needs.max_prefill_tokens, o.prompt_len);
+        needs.max_batch =
+            std::max(needs.max_batch, *std::max_element(o.stability_batches.begin(), o.stability_batches.end()));
         break;
     }
   }
@@ -302,7 +322,7 @@ DepthRep run_depth_once(Engine& engine, std::span<const int32_t> context, int32_
 
 std::vector<VariantResults> run_scenarios(std::span<Engine* const> engines, std::span<const std::string> names,
                                           std::span<const Scenario> scenarios, const BenchOptions& o,
-                                          Progress* progress) {
+                                          Progress* progress, std::vector<ScenarioSeconds>* seconds) {
   FUSELM_CHECK(!engines.empty() && engines.size() == names.size(), "run_scenarios: one name per engine expected");
   o.validate(scenarios);
   const int vocab = engines[0]->config().vocab_size;
@@ -319,6 +339,7 @@ std::vector<VariantResults> run_scenarios(std::span<Engine* const> engines, std:
         case Scenario::Throughput: configs += static_cast<int>(o.batches.size()); break;
         case Scenario::Prefill: configs += static_cast<int>(o.prefill_lens.size()); break;
         case Scenario::Depth: configs += static_cast<int>(o.depths.size()); break;
+        case Scenario::Stability: configs += 1 + static_cast<int>(o.stability_batches.size()); break;
       }
     }
     progress->set_total(configs * (o.warmup + o.reps) * n);
@@ -345,7 +366,9 @@ std::vector<VariantResults> run_scenarios(std::span<Engine* const> engines, std:
   };
 
   std::vector<VariantResults> results(n);
+  if (seconds) seconds->clear();
   for (Scenario s : scenarios) {
+    const auto scenario_start = Clock::now();
     switch (s) {
       case Scenario::Latency: {
         const auto prompt = make_prompt(vocab, o.prompt_len, o.seed, 0);
@@ -391,7 +414,29 @@ std::vector<VariantResults> run_scenarios(std::span<Engine* const> engines, std:
           });
         }
         break;
+      case Scenario::Stability: {
+        // The latency scenario's prompt and the throughput scenario's prompts, longer runs.
+        const auto prompt = make_prompt(vocab, o.prompt_len, o.seed, 0);
+        for (auto& r : results) r.stability = StabilityResult{LatencyResult{o.prompt_len, o.stability_gen_len, {}}, {}};
+        const int budget = std::max(o.max_prefill_tokens, o.prompt_len);
+        repeat("stability batch 1, " + std::to_string(o.stability_gen_len) + " tokens", [&](int v, bool timed) {
+          LatencyRep rep = run_latency_once(*engines[v], prompt, o.stability_gen_len, budget);
+          if (timed) results[v].stability->itl.reps.push_back(std::move(rep));
+        });
+        for (int batch : o.stability_batches) {
+          std::vector<std::vector<int32_t>> prompts;
+          for (int b = 0; b < batch; ++b) prompts.push_back(make_prompt(vocab, o.batch_prompt_len, o.seed, 1000 + b));
+          for (auto& r : results)
+            r.stability->steps.push_back(ThroughputResult{batch, o.batch_prompt_len, o.stability_steps + 1, {}});
+          repeat("stability batch " + std::to_string(batch), [&](int v, bool timed) {
+            ThroughputRep rep = run_throughput_once(*engines[v], prompts, o.stability_steps + 1, o.max_prefill_tokens);
+            if (timed) results[v].stability->steps.back().reps.push_back(std::move(rep));
+          });
+        }
+        break;
+      }
     }
+    if (seconds) seconds->push_back({s, std::chrono::duration<double>(Clock::now() - scenario_start).count()});
   }
   if (progress) progress->finish();
   return results;

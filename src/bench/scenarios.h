@@ -21,9 +21,10 @@ namespace fuselm::bench {
 
 class Progress;
 
-enum class Scenario { Latency, Throughput, Prefill, Depth };
+enum class Scenario { Latency, Throughput, Prefill, Depth, Stability };
 std::string scenario_name(Scenario s);
-// "all" or a comma-separated list of latency, throughput, prefill, depth (in the order given).
+// "all" (every scenario) or a comma-separated list of latency, throughput, prefill, depth,
+// stability (in the order given).
 std::vector<Scenario> parse_scenarios(const std::string& list);
 
 struct BenchOptions {
@@ -41,6 +42,11 @@ struct BenchOptions {
   // depth: decode after prefilling to a KV depth
   std::vector<int> depths = {0, 4096, 16384, 32768};
   int depth_gen_len = 32;
+  // stability: ITL spread over a long batch-1 generation (after a prompt of prompt_len), and the
+  // spread of decode-step times at a few batch sizes (after prompts of batch_prompt_len)
+  int stability_gen_len = 1000;
+  std::vector<int> stability_batches = {16, 64};
+  int stability_steps = 256;
   // Most tokens per forward call when prefilling a batch or a depth (longer prompts are chunked).
   int max_prefill_tokens = 8192;
   uint64_t seed = 0x5eedf00d;
@@ -94,11 +100,19 @@ struct DepthResult {
   std::vector<DepthRep> reps;
 };
 
+// The latency runner at stability_gen_len tokens, and the throughput runner with
+// stability_steps + 1 tokens per sequence (so stability_steps timed decode steps) per batch.
+struct StabilityResult {
+  LatencyResult itl;
+  std::vector<ThroughputResult> steps;
+};
+
 struct VariantResults {
   std::optional<LatencyResult> latency;
   std::vector<ThroughputResult> throughput;
   std::vector<PrefillResult> prefill;
   std::vector<DepthResult> depth;
+  std::optional<StabilityResult> stability;
 };
 
 // ---- one repetition on one engine ----
@@ -111,11 +125,19 @@ double run_prefill_once(Engine& engine, std::span<const int32_t> prompt, int max
 DepthRep run_depth_once(Engine& engine, std::span<const int32_t> context, int32_t start_token, int gen_len,
                         int max_prefill_tokens);
 
+// Seconds one scenario takes over every engine, warm-ups included: measured by run_scenarios
+// (wall clock) or estimated before the run (estimate.h).
+struct ScenarioSeconds {
+  Scenario scenario = Scenario::Latency;
+  double seconds = 0;
+};
+
 // Runs the scenarios over every engine. With several engines, each configuration's warm-up and
 // repetitions alternate between them (ABBA order: A B, B A, A B, ...), so drift in clocks or
-// temperature lands on both alike. Returns one result set per engine, in order.
+// temperature lands on both alike. Returns one result set per engine, in order; `seconds`, when
+// given, receives the time each scenario took.
 std::vector<VariantResults> run_scenarios(std::span<Engine* const> engines, std::span<const std::string> names,
                                           std::span<const Scenario> scenarios, const BenchOptions& options,
-                                          Progress* progress);
+                                          Progress* progress, std::vector<ScenarioSeconds>* seconds = nullptr);
 
 }  // namespace fuselm::bench

@@ -56,4 +56,33 @@ Summary summarize(std::span<const double> samples) {
   return s;
 }
 
+Trend linear_trend(std::span<const double> samples) {
+  Trend t;
+  const size_t n = samples.size();
+  if (n == 0) return t;
+  if (n == 1) {
+    t.intercept = samples[0];
+    return t;
+  }
+  // Centred sums: the mean index is (n - 1) / 2, so no large products cancel.
+  const double x_mean = static_cast<double>(n - 1) / 2.0;
+  const double y_mean = mean(samples);
+  double sxy = 0, sxx = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double dx = static_cast<double>(i) - x_mean;
+    sxy += dx * (samples[i] - y_mean);
+    sxx += dx * dx;
+  }
+  t.slope = sxy / sxx;
+  t.intercept = y_mean - t.slope * x_mean;
+  return t;
+}
+
+std::vector<double> detrended(std::span<const double> samples, const Trend& trend) {
+  std::vector<double> out(samples.size());
+  for (size_t i = 0; i < samples.size(); ++i)
+    out[i] = samples[i] - (trend.intercept + trend.slope * static_cast<double>(i));
+  return out;
+}
+
 }  // namespace fuselm::bench

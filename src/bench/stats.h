@@ -7,6 +7,7 @@
 // Standard deviation is the sample one (divides by n - 1); it is 0 for a single sample.
 #include <cstddef>
 #include <span>
+#include <vector>
 
 namespace fuselm::bench {
 
@@ -25,5 +26,19 @@ struct Summary {
 
 // Throws Error on an empty sample set: a summary of nothing is a bug in the caller.
 Summary summarize(std::span<const double> samples);
+
+// Least-squares line through (i, samples[i]): a run whose steps slow down as the KV cache grows
+// has a slope, and its residuals are what is left of the spread once that growth is taken out.
+struct Trend {
+  double slope = 0;      // per sample (per token or step); 0 for fewer than 2 samples
+  double intercept = 0;  // value at i = 0
+};
+Trend linear_trend(std::span<const double> samples);
+// samples[i] - (intercept + slope * i).
+std::vector<double> detrended(std::span<const double> samples, const Trend& trend);
+
+// The bandwidth figure every part of the tool reports: bytes moved (read + written, counted once
+// each) over a time in milliseconds, in GB/s (1 GB = 1e9 bytes).
+inline double gb_per_s(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
 
 }  // namespace fuselm::bench

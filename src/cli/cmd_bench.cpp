@@ -1,6 +1,8 @@
 // fuselm bench: the benchmark protocol (see bench/README.md). Measures the memory-bandwidth peak
-// first, then runs the chosen scenarios on one engine, or on two alternately with --compare, and
-// writes a table to stdout, and JSON / Markdown on request.
+// first, then estimates the run time from a short calibration (held to --time-budget), runs the
+// chosen scenarios on one engine, or on two alternately with --compare, and writes a table to
+// stdout, and JSON / Markdown on request.
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -8,6 +10,7 @@
 
 #include "bench/cost_model.h"
 #include "bench/environment.h"
+#include "bench/estimate.h"
 #include "bench/gpu_info.h"
 #include "bench/peak_bandwidth.h"
 #include "bench/progress.h"
@@ -43,6 +46,7 @@ struct BenchArgs {
   int peak_runs = bench::kDefaultPeakRuns;
   int kv_block_size = 16;
   double kv_fraction = 0;  // 0: the engine default alone, split between two engines when comparing
+  double time_budget_s = 0;  // 0: no limit
   bool quiet = false;
   BenchOptions options;
 };
@@ -114,6 +118,7 @@ std::vector<ExecutionPath> variant_paths(const BenchArgs& a) {
 }
 
 int run_bench(const BenchArgs& a) {
+  const auto command_start = std::chrono::steady_clock::now();
   const DeviceKind device = parse_device(a.device);
   if (a.peak_only) return run_peak_only(a, device);
   FUSELM_CHECK(!a.model.empty(), "fuselm bench needs a model: -m PATH or -m 'synthetic:llama-3.1-8b?vocab=32000' "
@@ -170,9 +175,28 @@ int run_bench(const BenchArgs& a) {
           ? bench::make_cost_model(config, dtype, dtype, dtype)
           : bench::make_cost_model(config, model->weights.layers.at(0).wq.dtype, DType::F32, DType::F32);
 
+  // The time estimate, before anything long starts: a budget that cannot be met fails here.
+  bench::RunTiming timing;
+  timing.budget_s = a.time_budget_s;
+  timing.calibration = bench::calibrate(*engines[0], needs.max_seq_len, needs.max_prefill_tokens, a.options.seed);
+  timing.estimated = bench::estimate_seconds(scenarios, a.options, cost, timing.calibration,
+                                             static_cast<int>(engines.size()));
+  double estimated_total = 0;
+  for (const auto& e : timing.estimated) estimated_total += e.seconds;
+  if (!a.quiet)
+    std::fprintf(stderr,
+                 "estimated time: %s (from a %d-token prefill in %.2f ms and a batch-1 decode step of %.3f ms)\n",
+                 bench::render_seconds(timing.estimated).c_str(), timing.calibration.prefill_tokens,
+                 timing.calibration.prefill_ms, timing.calibration.decode_step_ms);
+  FUSELM_CHECK(a.time_budget_s <= 0 || estimated_total <= a.time_budget_s, "the scenarios are estimated to take ",
+               static_cast<int>(estimated_total + 0.5), " s, over --time-budget ", a.time_budget_s, " s (",
+               bench::render_seconds(timing.estimated), "). HINT: lower --reps or --warmup, drop the largest "
+               "configurations (--depths, --batches, --prefill-lens, --stability-batches), or raise --time-budget");
+
   bench::Progress progress(!a.quiet);
   std::vector<bench::VariantResults> results =
-      bench::run_scenarios(engine_ptrs, names, scenarios, a.options, &progress);
+      bench::run_scenarios(engine_ptrs, names, scenarios, a.options, &progress, &timing.measured);
+  if (!a.quiet) std::fprintf(stderr, "took: %s\n", bench::render_seconds(timing.measured).c_str());
 
   info.model_spec = a.model;
   info.model_format = model_format_name(model->format);
@@ -181,6 +205,8 @@ int run_bench(const BenchArgs& a) {
   info.dtype = device == DeviceKind::Cuda ? std::string(dtype_name(dtype)) : "f32";  // the CPU computes in fp32
   info.options = a.options;
   info.scenarios = scenarios;
+  timing.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - command_start).count();
+  info.timing = timing;
   std::vector<bench::VariantReport> variants;
   for (size_t i = 0; i < engines.size(); ++i)
     variants.push_back({names[i], engines[i]->description(), cost, std::move(results[i])});
@@ -208,7 +234,7 @@ std::function<int()> setup_bench(CLI::App& sub) {
   sub.add_option("--device", a->device, "cuda | cpu")->capture_default_str();
   sub.add_option("--dtype", a->dtype, "GPU compute/storage dtype: bf16 | fp16")->capture_default_str();
   sub.add_option("--path", a->path, "execution path: fused | baseline")->capture_default_str();
-  sub.add_option("--scenario", a->scenarios, "comma list of latency, throughput, prefill, depth, or all")
+  sub.add_option("--scenario", a->scenarios, "comma list of latency, throughput, prefill, depth, stability, or all")
       ->capture_default_str();
   sub.add_option("--compare", a->compare, "run two paths alternately and report speedups, e.g. baseline,fused");
   sub.add_option("--reps", o.reps, "timed repetitions of every configuration")->capture_default_str();
@@ -223,6 +249,18 @@ std::function<int()> setup_bench(CLI::App& sub) {
   sub.add_option("--prefill-lens", o.prefill_lens, "prefill: prompt lengths")->delimiter(',')->capture_default_str();
   sub.add_option("--depths", o.depths, "depth: KV depths to decode at")->delimiter(',')->capture_default_str();
   sub.add_option("--depth-gen-len", o.depth_gen_len, "depth: decode steps timed at each depth")
+      ->capture_default_str();
+  sub.add_option("--stability-gen-len", o.stability_gen_len,
+                 "stability: tokens generated at batch 1 (after --prompt-len) for the ITL spread")
+      ->capture_default_str();
+  sub.add_option("--stability-batches", o.stability_batches,
+                 "stability: batch sizes for the decode-step spread (after --batch-prompt-len)")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub.add_option("--stability-steps", o.stability_steps, "stability: decode steps timed at each of those batches")
+      ->capture_default_str();
+  sub.add_option("--time-budget", a->time_budget_s,
+                 "seconds the scenarios may take; fails before running when the estimate is over (0: no limit)")
       ->capture_default_str();
   sub.add_option("--max-prefill-tokens", o.max_prefill_tokens,
                  "most tokens per forward call when prefilling a batch or a depth")
@@ -242,7 +280,7 @@ std::function<int()> setup_bench(CLI::App& sub) {
   return [a] { return run_bench(*a); };
 }
 
-FUSELM_COMMAND("bench", "benchmark latency, throughput, prefill and decode at depth; JSON/Markdown output",
+FUSELM_COMMAND("bench", "benchmark latency, throughput, prefill, decode at depth and stability; JSON/Markdown output",
                setup_bench);
 
 }  // namespace

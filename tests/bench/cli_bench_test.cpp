@@ -72,11 +72,13 @@ TEST_F(BenchCli, AllScenariosOnATinySyntheticModel) {
   const CliResult r = run_cli(std::string("bench -m ") + kTinyModel +
                                   " --device cpu --scenario all --prompt-len 16 --gen-len 8 --reps 2 --warmup 1"
                                   " --batches 1,2 --batch-prompt-len 8 --batch-gen-len 4 --prefill-lens 8,16"
-                                  " --depths 0,16 --depth-gen-len 4 --peak-bytes 16M --peak-runs 3 -q"
+                                  " --depths 0,16 --depth-gen-len 4 --stability-gen-len 12 --stability-batches 1,2"
+                                  " --stability-steps 5 --peak-bytes 16M --peak-runs 3 -q"
                                   " --json " + json_file.string() + " --markdown " + md_file.string(),
                               "FUSELM_COMMIT=test-commit-1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* text : {"TTFT ms", "ITL p50 / p90 / p99 / max ms", "output tok/s", "TFLOP/s", "decode tok/s"})
+  for (const char* text : {"TTFT ms", "ITL p50 / p90 / p99 / max ms", "output tok/s", "TFLOP/s", "decode tok/s",
+                           "stability: ITL of 12 tokens", "step, batch 2", "time, estimated / measured s"})
     EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
 
   const json j = read_json(json_file);
@@ -107,16 +109,42 @@ TEST_F(BenchCli, AllScenariosOnATinySyntheticModel) {
   EXPECT_EQ(j["scenarios"]["depth"][1]["depth"], 16);
   EXPECT_GT(j["scenarios"]["depth"][1]["decode_tok_s"].get<double>(), 0.0);
 
+  const json& st = j["scenarios"]["stability"];
+  EXPECT_EQ(st["itl"]["gen_len"], 12);
+  EXPECT_EQ(st["itl"]["prompt_len"], 16);  // the latency scenario's prompt
+  EXPECT_EQ(st["itl"]["itl_ms"]["count"], 2 * 11);
+  for (const char* p : {"p50", "p90", "p99", "max"}) EXPECT_GT(st["itl"]["itl_ms"][p].get<double>(), 0.0) << p;
+  EXPECT_GE(st["itl"]["p99_over_p50"].get<double>(), 1.0);
+  EXPECT_GE(st["itl"]["stddev_ms"].get<double>(), 0.0);
+  ASSERT_EQ(st["steps"].size(), 2u);
+  EXPECT_EQ(st["steps"][1]["batch"], 2);
+  EXPECT_EQ(st["steps"][1]["prompt_len"], 8);  // the throughput scenario's prompt
+  EXPECT_EQ(st["steps"][1]["steps"], 5);
+  EXPECT_EQ(st["steps"][1]["step_ms"]["count"], 2 * 5);
+  for (const char* k : {"p99_over_p50", "stddev_ms", "max_ms", "trend_ms_per_1k_steps", "detrended_stddev_ms"})
+    EXPECT_TRUE(st["steps"][1][k].is_number()) << k;
+
+  const json& timing = j["timing"];
+  for (const char* s : {"latency", "throughput", "prefill", "depth", "stability"}) {
+    EXPECT_GT(timing["scenarios"][s]["estimated_s"].get<double>(), 0.0) << s;
+    EXPECT_GE(timing["scenarios"][s]["measured_s"].get<double>(), 0.0) << s;
+  }
+  EXPECT_GE(timing["wall_s"].get<double>(), timing["measured_s"].get<double>());
+  EXPECT_GT(timing["calibration"]["decode_step_ms"].get<double>(), 0.0);
+  EXPECT_EQ(j["options"]["stability_steps"], 5);
+
   const std::string md = read_text(md_file);
-  for (const char* text : {"## fuselm bench", "### latency", "### throughput", "### prefill", "### depth"})
+  for (const char* text :
+       {"## fuselm bench", "### latency", "### throughput", "### prefill", "### depth", "### stability"})
     EXPECT_NE(md.find(text), std::string::npos) << text;
 }
 
 TEST_F(BenchCli, CompareRunsBothPathsAlternately) {
   const fs::path json_file = dir_ / "compare.json";
   const CliResult r = run_cli(std::string("bench -m ") + kTinyModel +
-                              " --device cpu --compare baseline,fused --scenario latency,depth --prompt-len 8"
-                              " --gen-len 4 --reps 2 --warmup 0 --depths 4 --depth-gen-len 2 --no-peak -q --json " +
+                              " --device cpu --compare baseline,fused --scenario latency,depth,stability --prompt-len 8"
+                              " --gen-len 4 --reps 2 --warmup 0 --depths 4 --depth-gen-len 2 --stability-gen-len 6"
+                              " --stability-batches 2 --stability-steps 3 --batch-prompt-len 4 --no-peak -q --json " +
                               json_file.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("compare latency"), std::string::npos) << r.output;
@@ -126,7 +154,10 @@ TEST_F(BenchCli, CompareRunsBothPathsAlternately) {
     EXPECT_GT(j["compare"][v]["scenarios"]["latency"]["decode_tok_s"].get<double>(), 0.0) << v;
     EXPECT_TRUE(j["compare"][v]["scenarios"]["latency"]["bandwidth"]["utilization"].is_null()) << "--no-peak";
     EXPECT_EQ(j["compare"][v]["scenarios"]["depth"][0]["depth"], 4) << v;
+    EXPECT_EQ(j["compare"][v]["scenarios"]["stability"]["itl"]["itl_ms"]["count"], 2 * 5) << v;
+    EXPECT_EQ(j["compare"][v]["path"], v);
   }
+  EXPECT_EQ(j["compare"]["order"], json({"baseline", "fused"}));
   EXPECT_GT(j["compare"]["speedup"]["decode"].get<double>(), 0.0);
   EXPECT_EQ(j["compare"]["speedup"]["latency"]["decode_tok_s"]["pairs"].size(), 2u);
 }
@@ -147,7 +178,8 @@ TEST_F(BenchCli, PeakAlone) {
 TEST_F(BenchCli, MistakesAreReportedWithTheFix) {
   CliResult r = run_cli(std::string("bench -m ") + kTinyModel + " --device cpu --scenario serving --no-peak");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("supported: latency, throughput, prefill, depth, all"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("supported: latency, throughput, prefill, depth, stability, all"), std::string::npos)
+      << r.output;
 
   r = run_cli("bench --device cpu --no-peak");
   EXPECT_EQ(r.exit_code, 1);
@@ -160,6 +192,28 @@ TEST_F(BenchCli, MistakesAreReportedWithTheFix) {
   r = run_cli(std::string("bench -m ") + kTinyModel + " --device cpu --gen-len 1 --no-peak");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("--gen-len"), std::string::npos) << r.output;
+
+  r = run_cli(std::string("bench -m ") + kTinyModel +
+              " --device cpu --scenario stability --stability-gen-len 1 --no-peak");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--stability-gen-len"), std::string::npos) << r.output;
+}
+
+// The estimate is printed before the scenarios start, and a budget it exceeds stops the run there.
+TEST_F(BenchCli, TimeEstimateAndBudget) {
+  CliResult r = run_cli(std::string("bench -m ") + kTinyModel +
+                        " --device cpu --scenario latency --prompt-len 8 --gen-len 4 --reps 1 --no-peak");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("estimated time: latency"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("took: latency"), std::string::npos) << r.output;
+
+  const fs::path json_file = dir_ / "never.json";
+  r = run_cli(std::string("bench -m ") + kTinyModel + " --device cpu --scenario latency --prompt-len 8 --gen-len 4"
+              " --reps 1 --no-peak -q --time-budget 0.000001 --json " + json_file.string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("over --time-budget"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("HINT"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(json_file));
 }
 
 }  // namespace

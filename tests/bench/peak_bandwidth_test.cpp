@@ -21,7 +21,11 @@ TEST(PeakBandwidth, HostReadAndCopy) {
   EXPECT_NEAR(p.read_gbs, p.read_bytes / (median(p.read_ms) * 1e-3) / 1e9, 1e-6 * p.read_gbs);
   EXPECT_EQ(p.copy_bytes, size_t{16} << 20);  // half copied onto the other half: read + written
   EXPECT_GT(p.copy_gbs, 0.0);
+  EXPECT_NEAR(p.copy_gbs, gb_per_s(static_cast<double>(p.copy_bytes), median(p.copy_ms)), 1e-6 * p.copy_gbs);
   EXPECT_GT(p.threads, 0);
+  // The copy kernel is a GPU measurement; the host has none.
+  EXPECT_TRUE(p.copy_kernel_ms.empty());
+  EXPECT_DOUBLE_EQ(p.copy_kernel_vs_memcpy(), 0.0);
 }
 
 TEST(PeakBandwidth, RejectsTinyBuffers) {
@@ -41,6 +45,8 @@ TEST(PeakBandwidth, CudaReadKernelAndCopy) {
   ASSERT_EQ(p.read_ms.size(), 5u);
   EXPECT_GT(p.read_gbs, 0.0);
   EXPECT_GT(p.copy_gbs, 0.0);
+  ASSERT_EQ(p.copy_kernel_ms.size(), 5u);
+  EXPECT_GT(p.copy_kernel_gbs, 0.0);
   // Achieved bandwidth cannot beat the bus: 2 transfers per memory clock over the bus width
   // (a loose bound, as the reported memory clock convention varies by memory type).
   if (info.theoretical_gbs() > 0) {

@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 
 #include "bench/stats.h"
+#include "test_util.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -63,13 +66,24 @@ RunInfo run_info(bool with_gpu) {
   peak.copy_bytes = 2000000000;
   peak.copy_ms = {2.5};
   peak.copy_gbs = 800.0;
+  if (with_gpu) {
+    peak.copy_kernel_method = "test copy kernel";
+    peak.copy_kernel_ms = {2.6};
+    peak.copy_kernel_gbs = 780.0;
+  }
   info.peak = peak;
   info.model_spec = "synthetic:llama?hidden=64";
   info.model_format = "synthetic";
   info.config = small_config();
   info.device = with_gpu ? "cuda" : "cpu";
   info.dtype = "bf16";
-  info.scenarios = {Scenario::Latency, Scenario::Throughput, Scenario::Prefill, Scenario::Depth};
+  info.scenarios = {Scenario::Latency, Scenario::Throughput, Scenario::Prefill, Scenario::Depth, Scenario::Stability};
+  RunTiming timing;
+  timing.calibration = {256, 10.0, 256, 2.0};
+  timing.estimated = {{Scenario::Latency, 1.5}, {Scenario::Stability, 2.0}};
+  timing.measured = {{Scenario::Latency, 1.75}, {Scenario::Stability, 2.25}};
+  timing.wall_s = 5.0;
+  info.timing = timing;
   return info;
 }
 
@@ -89,6 +103,15 @@ VariantResults results(double slow) {
   r.prefill.push_back(PrefillResult{16, {4.0 * slow, 2.0 * slow, 3.0 * slow}});
   r.depth.push_back(DepthResult{0, 2, {{{1.0 * slow, 1.0 * slow}}, {{3.0 * slow, 1.0 * slow}}}});
   r.depth.push_back(DepthResult{32, 2, {{{2.0 * slow, 2.0 * slow}}, {{2.0 * slow, 2.0 * slow}}}});
+  StabilityResult st;
+  st.itl = LatencyResult{8, 5, {}};
+  st.itl.reps.push_back({5.0 * slow, 15.0 * slow, {1.0 * slow, 2.0 * slow, 3.0 * slow, 4.0 * slow}});
+  st.itl.reps.push_back({5.0 * slow, 13.0 * slow, {2.0 * slow, 2.0 * slow, 2.0 * slow, 2.0 * slow}});
+  ThroughputResult steps{2, 8, 4, {}};  // 3 timed steps per rep
+  steps.reps.push_back({10.0 * slow, 4.0 * slow, {1.0 * slow, 1.0 * slow, 4.0 * slow}});
+  steps.reps.push_back({10.0 * slow, 4.0 * slow, {2.0 * slow, 2.0 * slow, 2.0 * slow}});
+  st.steps.push_back(steps);
+  r.stability = st;
   return r;
 }
 
@@ -158,6 +181,69 @@ TEST(Report, SingleVariantJsonHasTheKeysAndDerivedMetrics) {
   // Depth 0: reps of 2 ms and 4 ms for 2 tokens -> 1000 and 500 tok/s, median 750.
   EXPECT_DOUBLE_EQ(d[0]["decode_tok_s"].get<double>(), 750.0);
   EXPECT_FALSE(j.contains("compare"));
+
+  // Copy kernel next to cudaMemcpy: 780 / 800 GB/s.
+  EXPECT_DOUBLE_EQ(j["peak_bandwidth"]["copy_kernel_gbs"].get<double>(), 780.0);
+  EXPECT_DOUBLE_EQ(j["peak_bandwidth"]["copy_gbs"].get<double>(), 800.0);
+  EXPECT_NEAR(j["peak_bandwidth"]["copy_kernel_vs_memcpy"].get<double>(), 0.975, 1e-12);
+  EXPECT_EQ(j["peak_bandwidth"]["copy_kernel_method"], "test copy kernel");
+
+  const json& timing = j["timing"];
+  EXPECT_DOUBLE_EQ(timing["scenarios"]["latency"]["estimated_s"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(timing["scenarios"]["stability"]["measured_s"].get<double>(), 2.25);
+  EXPECT_DOUBLE_EQ(timing["estimated_s"].get<double>(), 3.5);
+  EXPECT_DOUBLE_EQ(timing["measured_s"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(timing["wall_s"].get<double>(), 5.0);
+  EXPECT_TRUE(timing["budget_s"].is_null());
+  EXPECT_EQ(timing["calibration"]["prefill_tokens"], 256);
+  EXPECT_DOUBLE_EQ(timing["calibration"]["decode_step_ms"].get<double>(), 2.0);
+  EXPECT_EQ(j["options"]["stability_batches"], json({16, 64}));
+}
+
+TEST(Report, StabilityJsonFollowsFromTheSamples) {
+  const RunInfo info = run_info(false);
+  const std::vector<VariantReport> variants = {{"baseline", "e", cost(), results(1.0)}};
+  const json st = report_json(info, variants)["scenarios"]["stability"];
+
+  // ITL reps 1,2,3,4 and 2,2,2,2 pooled: sorted 1,2,2,2,2,2,3,4.
+  const json& itl = st["itl"];
+  EXPECT_EQ(itl["batch"], 1);
+  EXPECT_EQ(itl["prompt_len"], 8);
+  EXPECT_EQ(itl["gen_len"], 5);
+  EXPECT_EQ(itl["reps"], 2);
+  EXPECT_EQ(itl["itl_ms"]["count"], 8);
+  EXPECT_DOUBLE_EQ(itl["itl_ms"]["p50"].get<double>(), 2.0);         // h = 3.5
+  EXPECT_NEAR(itl["itl_ms"]["p99"].get<double>(), 3.93, 1e-12);      // h = 6.93
+  EXPECT_DOUBLE_EQ(itl["itl_ms"]["max"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(itl["max_ms"].get<double>(), 4.0);
+  EXPECT_NEAR(itl["p99_over_p50"].get<double>(), 3.93 / 2.0, 1e-12);
+  EXPECT_NEAR(itl["stddev_ms"].get<double>(), std::sqrt(5.5 / 7.0), 1e-12);  // mean 2.25
+  // Slopes 1 and 0 per step: median 0.5, i.e. 500 ms per 1000 steps; both reps lie on their lines.
+  EXPECT_NEAR(itl["trend_ms_per_1k_steps"].get<double>(), 500.0, 1e-9);
+  EXPECT_NEAR(itl["detrended_stddev_ms"].get<double>(), 0.0, 1e-12);
+  EXPECT_DOUBLE_EQ(itl["decode_tok_s"].get<double>(), 450.0);  // 4 tokens in 10 ms and in 8 ms
+  ASSERT_EQ(itl["samples"].size(), 2u);
+  EXPECT_EQ(itl["samples"][0]["itl_ms"].size(), 4u);
+
+  // Steps at batch 2: reps 1,1,4 and 2,2,2. Rep 1's line: slope 1.5, residuals 0.5, -1, 0.5.
+  ASSERT_EQ(st["steps"].size(), 1u);
+  const json& b = st["steps"][0];
+  EXPECT_EQ(b["batch"], 2);
+  EXPECT_EQ(b["prompt_len"], 8);
+  EXPECT_EQ(b["steps"], 3);
+  EXPECT_EQ(b["reps"], 2);
+  EXPECT_DOUBLE_EQ(b["step_ms"]["p50"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(b["step_ms"]["max"].get<double>(), 4.0);
+  EXPECT_NEAR(b["trend_ms_per_1k_steps"].get<double>(), 750.0, 1e-9);
+  EXPECT_NEAR(b["detrended_stddev_ms"].get<double>(), std::sqrt(1.5 / 5.0), 1e-12);
+  EXPECT_DOUBLE_EQ(b["decode_tok_s"].get<double>(), 1000.0);  // 2 x 3 tokens in 6 ms
+  ASSERT_EQ(b["samples"].size(), 2u);
+  EXPECT_EQ(b["samples"][1]["step_ms"].size(), 3u);
+
+  // A CPU peak has no copy kernel.
+  const json j = report_json(info, variants);
+  EXPECT_TRUE(j["peak_bandwidth"]["copy_kernel_gbs"].is_null());
+  EXPECT_TRUE(j["peak_bandwidth"]["copy_kernel_vs_memcpy"].is_null());
 }
 
 TEST(Report, CompareHoldsBothVariantsAndPairSpeedups) {
@@ -223,17 +309,20 @@ TEST(Report, TableAndMarkdownShowEveryScenario) {
   const json j = report_json(info, one);
   const std::string table = render_table(j);
   for (const char* text : {"TTFT ms", "ITL p50 / p90 / p99 / max ms", "decode tok/s", "output tok/s", "TFLOP/s",
-                           "depth", "Test GPU", "peak memory bandwidth", "0123456789abcdef"})
-    EXPECT_NE(table.find(text), std::string::npos) << text;
+                           "depth", "Test GPU", "peak memory bandwidth", "0123456789abcdef", "copy kernel 780.0 GB/s",
+                           "0.975 x", "stability: ITL of 5 tokens at batch 1", "step, batch 2", "p99/p50",
+                           "trend ms/1k steps", "time, estimated / measured s: latency 1.5 / 1.8"})
+    EXPECT_NE(table.find(text), std::string::npos) << text << "\n" << table;
   const std::string md = render_markdown(j);
   for (const char* text : {"## fuselm bench", "### latency", "### throughput", "### prefill", "### depth",
-                           "| batch | output tok/s |", "| --- |"})
+                           "### stability", "| ITL, batch 1 | 8 |", "| batch | output tok/s |", "| --- |"})
     EXPECT_NE(md.find(text), std::string::npos) << text;
 
   const std::vector<VariantReport> two = {{"baseline", "a", cost(), results(2.0)}, {"fused", "b", cost(), results(1.0)}};
   const json jc = report_json(info, two);
   const std::string ct = render_table(jc);
-  for (const char* text : {"[baseline]", "[fused]", "compare latency", "2.000x", "compare throughput"})
+  for (const char* text : {"[baseline]", "[fused]", "compare latency", "2.000x", "compare throughput",
+                           "stability [baseline]", "stability [fused]"})
     EXPECT_NE(ct.find(text), std::string::npos) << text;
   EXPECT_NE(render_markdown(jc).find("### compare latency"), std::string::npos);
 }
@@ -253,7 +342,11 @@ TEST(Report, EnvironmentCommitHonoursTheOverride) {
 TEST(Report, PlotScriptRendersEveryPlot) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) GTEST_SKIP() << "gnuplot not installed (gnuplot-nox)";
   namespace fs = std::filesystem;
-  const fs::path plot = fs::path(__FILE__).parent_path().parent_path().parent_path() / "bench" / "plot.sh";
+  // __FILE__ may be relative to the build directory (ccache's base_dir rewrites it so), where the
+  // compiler ran and the fuselm binary lies, not to wherever ctest runs this.
+  fs::path source = __FILE__;
+  if (source.is_relative()) source = fs::path(test::cli_path()).parent_path() / source;
+  const fs::path plot = source.parent_path().parent_path().parent_path() / "bench" / "plot.sh";
   ASSERT_TRUE(fs::exists(plot)) << plot;
   const fs::path dir = fs::temp_directory_path() / ("fuselm_plot_test_" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -266,9 +359,36 @@ TEST(Report, PlotScriptRendersEveryPlot) {
     std::ofstream(json_file) << report_json(info, *variants).dump(2);
     const std::string cmd = plot.string() + " " + json_file.string() + " " + out.string() + " >/dev/null";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    for (const char* png : {"itl.png", "itl_cdf.png", "throughput.png", "prefill.png", "depth.png"})
+    for (const char* png : {"itl.png", "itl_cdf.png", "throughput.png", "prefill.png", "depth.png", "stability.png"})
       EXPECT_GT(fs::file_size(out / png), 1000u) << out / png;
   }
+  fs::remove_all(dir);
+}
+
+// bench/repeatability.py passes two runs within 3% on latency decode tok/s and fails two 10% apart.
+TEST(Report, RepeatabilityScriptHoldsRunsToThreePercent) {
+  if (std::system("command -v python3 >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not installed";
+  namespace fs = std::filesystem;
+  fs::path source = __FILE__;
+  if (source.is_relative()) source = fs::path(test::cli_path()).parent_path() / source;
+  const fs::path script = source.parent_path().parent_path().parent_path() / "bench" / "repeatability.py";
+  ASSERT_TRUE(fs::exists(script)) << script;
+  const fs::path dir = fs::temp_directory_path() / ("fuselm_repeat_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const RunInfo info = run_info(true);
+  auto write = [&](const char* name, double slow) {
+    const std::vector<VariantReport> v = {{"baseline", "e", cost(), results(slow)}};
+    std::ofstream(dir / name) << report_json(info, v).dump(2);
+    return (dir / name).string();
+  };
+  const std::string a = write("a.json", 1.0), b = write("b.json", 1.02), c = write("c.json", 1.1);
+  auto run = [&](const std::string& x, const std::string& y) {
+    const int status = std::system(("python3 " + script.string() + " " + x + " " + y + " >/dev/null").c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(run(a, b), 0);
+  EXPECT_EQ(run(a, c), 1);
   fs::remove_all(dir);
 }
 

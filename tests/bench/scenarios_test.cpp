@@ -72,7 +72,10 @@ class RecordingEngine final : public Engine {
 };
 
 TEST(Scenarios, ParseAndNeeds) {
-  EXPECT_EQ(parse_scenarios("all").size(), 4u);
+  const auto all = parse_scenarios("all");
+  ASSERT_EQ(all.size(), 5u);
+  EXPECT_EQ(all[4], Scenario::Stability);
+  EXPECT_EQ(parse_scenarios("stability,latency")[0], Scenario::Stability);
   const auto s = parse_scenarios("depth,latency,depth");
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0], Scenario::Depth);
@@ -86,10 +89,72 @@ TEST(Scenarios, ParseAndNeeds) {
   EXPECT_EQ(needs.max_seq_len, 32768 + 32 + 1);
   EXPECT_EQ(needs.max_prefill_tokens, 8192);
   EXPECT_EQ(engine_needs(parse_scenarios("latency"), o).max_batch, 1);
+  // Stability: 512 + 1000 tokens at batch 1, batches up to 64 of 128 + 256 + 1.
+  const EngineNeeds st = engine_needs(parse_scenarios("stability"), o);
+  EXPECT_EQ(st.max_batch, 64);
+  EXPECT_EQ(st.max_seq_len, 512 + 1000);
+  EXPECT_EQ(st.max_prefill_tokens, 8192);
+  // Room for the time estimate's calibration even when the scenarios need less.
+  o.prefill_lens = {4};
+  EXPECT_GE(engine_needs(parse_scenarios("prefill"), o).max_seq_len, 16);
 
   o.gen_len = 1;  // no inter-token gap to time
   EXPECT_THROW(o.validate(parse_scenarios("latency")), Error);
   EXPECT_NO_THROW(o.validate(parse_scenarios("prefill")));
+  o.stability_gen_len = 1;
+  EXPECT_THROW(o.validate(parse_scenarios("stability")), Error);
+  o.stability_gen_len = 10;
+  o.stability_batches = {};
+  EXPECT_THROW(o.validate(parse_scenarios("stability")), Error);
+}
+
+TEST(Scenarios, StabilityRunsOneLongGenerationAndEachBatch) {
+  std::vector<int> log;
+  RecordingEngine engine(0, &log);
+  Engine* engines[] = {&engine};
+  const std::string names[] = {"baseline"};
+  BenchOptions o;
+  o.reps = 2;
+  o.warmup = 1;
+  o.prompt_len = 6;
+  o.stability_gen_len = 5;
+  o.stability_batches = {2, 3};
+  o.batch_prompt_len = 4;
+  o.stability_steps = 3;
+  const auto results = run_scenarios(engines, names, parse_scenarios("stability"), o, nullptr);
+  ASSERT_TRUE(results[0].stability.has_value());
+  const StabilityResult& st = *results[0].stability;
+  EXPECT_EQ(st.itl.prompt_len, 6);
+  EXPECT_EQ(st.itl.gen_len, 5);
+  ASSERT_EQ(st.itl.reps.size(), 2u);
+  EXPECT_EQ(st.itl.reps[1].itl_ms.size(), 4u);
+  ASSERT_EQ(st.steps.size(), 2u);
+  EXPECT_EQ(st.steps[1].batch, 3);
+  EXPECT_EQ(st.steps[1].prompt_len, 4);
+  ASSERT_EQ(st.steps[1].reps.size(), 2u);
+  EXPECT_EQ(st.steps[1].reps[0].step_ms.size(), 3u);  // exactly --stability-steps timed steps
+  // Calls: 3 runs x (1 prompt + 4 steps), then per batch 3 runs x (1 prefill + 3 steps).
+  EXPECT_EQ(log.size(), 3u * 5u + 2u * 3u * 4u);
+  // Every step of batch 3 feeds all 3 sequences.
+  EXPECT_EQ(engine.calls.back().chunks.size(), 3u);
+  EXPECT_EQ(engine.live_sequences(), 0u);
+}
+
+TEST(Scenarios, RecordsTheTimeOfEveryScenario) {
+  RecordingEngine engine(0, nullptr);
+  Engine* engines[] = {&engine};
+  const std::string names[] = {"baseline"};
+  BenchOptions o;
+  o.reps = 1;
+  o.prompt_len = 4;
+  o.gen_len = 2;
+  o.prefill_lens = {4};
+  std::vector<ScenarioSeconds> seconds;
+  run_scenarios(engines, names, parse_scenarios("prefill,latency"), o, nullptr, &seconds);
+  ASSERT_EQ(seconds.size(), 2u);
+  EXPECT_EQ(seconds[0].scenario, Scenario::Prefill);
+  EXPECT_EQ(seconds[1].scenario, Scenario::Latency);
+  for (const auto& s : seconds) EXPECT_GE(s.seconds, 0.0);
 }
 
 TEST(Scenarios, PromptsAreDeterministicAndInVocab) {
@@ -185,6 +250,9 @@ TEST(Scenarios, AllScenariosOnTheCpuEngine) {
   o.prefill_lens = {4, 16};
   o.depths = {0, 20};
   o.depth_gen_len = 3;
+  o.stability_gen_len = 6;
+  o.stability_batches = {2};
+  o.stability_steps = 4;
   o.max_prefill_tokens = 8;
   const auto scenarios = parse_scenarios("all");
   const EngineNeeds needs = engine_needs(scenarios, o);
@@ -210,6 +278,10 @@ TEST(Scenarios, AllScenariosOnTheCpuEngine) {
   EXPECT_EQ(r.depth[1].depth, 20);
   EXPECT_EQ(r.depth[1].reps[0].step_ms.size(), 3u);
   for (double ms : r.latency->reps[1].itl_ms) EXPECT_GT(ms, 0.0);
+  ASSERT_TRUE(r.stability.has_value());
+  EXPECT_EQ(r.stability->itl.reps[0].itl_ms.size(), 5u);
+  ASSERT_EQ(r.stability->steps.size(), 1u);
+  EXPECT_EQ(r.stability->steps[0].reps[1].step_ms.size(), 4u);
 }
 
 }  // namespace

@@ -72,5 +72,45 @@ TEST(Summary, SteadySamplesHaveNoJitter) {
   EXPECT_DOUBLE_EQ(s.stddev, 0.0);
 }
 
+TEST(Trend, RecoversALineAndLeavesTheNoise) {
+  // y = 5 + 0.25 i exactly: slope and intercept back, residuals zero.
+  std::vector<double> y;
+  for (int i = 0; i < 10; ++i) y.push_back(5.0 + 0.25 * i);
+  const Trend t = linear_trend(y);
+  EXPECT_NEAR(t.slope, 0.25, 1e-12);
+  EXPECT_NEAR(t.intercept, 5.0, 1e-12);
+  for (double r : detrended(y, t)) EXPECT_NEAR(r, 0.0, 1e-12);
+
+  // 1, 3, 2, 4: dx = -1.5, -0.5, 0.5, 1.5 and dy = -1.5, 0.5, -0.5, 1.5 around the means 1.5 and 2.5;
+  // sxy = 2.25 - 0.25 - 0.25 + 2.25 = 4, sxx = 5: slope 0.8, intercept 2.5 - 0.8 * 1.5 = 1.3.
+  const std::vector<double> z = {1, 3, 2, 4};
+  const Trend tz = linear_trend(z);
+  EXPECT_NEAR(tz.slope, 0.8, 1e-12);
+  EXPECT_NEAR(tz.intercept, 2.5 - 0.8 * 1.5, 1e-12);
+  const std::vector<double> rz = detrended(z, tz);
+  ASSERT_EQ(rz.size(), 4u);
+  EXPECT_NEAR(rz[0], -0.3, 1e-12);
+  EXPECT_NEAR(rz[1], 0.9, 1e-12);
+  EXPECT_NEAR(rz[2], -0.9, 1e-12);
+  EXPECT_NEAR(rz[3], 0.3, 1e-12);
+  double sum = 0;
+  for (double r : rz) sum += r;
+  EXPECT_NEAR(sum, 0.0, 1e-12);  // least-squares residuals sum to zero
+}
+
+TEST(Trend, FlatAndTinyInputs) {
+  EXPECT_DOUBLE_EQ(linear_trend(std::vector<double>(5, 2.0)).slope, 0.0);
+  const Trend one = linear_trend(std::vector<double>{7.0});
+  EXPECT_DOUBLE_EQ(one.slope, 0.0);
+  EXPECT_DOUBLE_EQ(one.intercept, 7.0);
+  EXPECT_DOUBLE_EQ(linear_trend(std::vector<double>{}).slope, 0.0);
+}
+
+TEST(Bandwidth, IsBytesOverMillisecondsInDecimalGigabytes) {
+  // 4 GiB read + written (8 GiB) in 2 ms.
+  EXPECT_DOUBLE_EQ(gb_per_s(8.0 * (1 << 30), 2.0), 8.0 * (1 << 30) / 2e-3 / 1e9);
+  EXPECT_DOUBLE_EQ(gb_per_s(1e9, 1000.0), 1.0);
+}
+
 }  // namespace
 }  // namespace fuselm::bench

@@ -1,5 +1,5 @@
-// GPU memory-bandwidth peak (a read kernel and a device-to-device copy) and the GPU's identity
-// and clocks. Every CUDA call is checked; failures become fuselm::Error naming the call.
+// GPU memory-bandwidth peak (a read kernel), a copy by cudaMemcpy and by the tool's own kernel,
+// and the GPU's identity and clocks. Every CUDA call is checked; failures become fuselm::Error naming the call.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
@@ -60,6 +60,22 @@ __global__ void __launch_bounds__(kThreads) read_sum_kernel(const uint4* __restr
     for (int w = 0; w < kThreads / 32; ++w) total += warp_sums[w];
     block_sums[blockIdx.x] = total;
   }
+}
+
+// The tool's own copy: the same access pattern as the read kernel (grid-stride, kUnroll
+// independent 16-byte loads in flight per thread), each load stored straight back out.
+__global__ void __launch_bounds__(kThreads) copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst,
+                                                       size_t n_vec) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + (kUnroll - 1) * stride < n_vec; i += kUnroll * stride) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = src[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) dst[i + u * stride] = v[u];
+  }
+  for (; i < n_vec; i += stride) dst[i] = src[i];
 }
 
 // Frees on scope exit; destructors run during unwinding, so a failed free there is ignored
@@ -258,21 +274,61 @@ BandwidthPeak measure_cuda_peak(size_t bytes, int runs) {
                  "; not every byte was read (a bug in the read kernel or a faulty device)");
     if (run >= 0) peak.read_ms.push_back(ms);
   }
-  peak.read_gbs = static_cast<double>(peak.read_bytes) / (median(peak.read_ms) * 1e-3) / 1e9;
+  peak.read_gbs = gb_per_s(static_cast<double>(peak.read_bytes), median(peak.read_ms));
 
+  // The copy: the first half onto the second, by cudaMemcpy and by copy_kernel on the same
+  // buffers, alternating run by run (ABBA) so clock drift falls on both alike.
   const size_t half = buffer_bytes / 2;
+  const size_t half_vec = n_vec / 2;
+  int copy_blocks_per_sm = 0;
+  FUSELM_CUDA_THROW(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&copy_blocks_per_sm, copy_kernel, kThreads, 0));
+  FUSELM_CHECK(copy_blocks_per_sm > 0, "peak bandwidth: the copy kernel cannot be resident on this GPU");
+  const int copy_grid = sm_count * copy_blocks_per_sm;
+  char* base = static_cast<char*>(buffer.ptr);
+  const auto* src = data;
+  auto* dst = data + half_vec;
+  auto launch_copy_kernel = [&] {
+    copy_kernel<<<copy_grid, kThreads>>>(src, dst, half_vec);
+    FUSELM_CUDA_THROW(cudaGetLastError());
+  };
+
+  // Check the kernel once on a zeroed destination: the second half must then hold words
+  // 0 .. half_words - 1, whose sum is known, so every byte was written.
+  FUSELM_CUDA_THROW(cudaMemset(dst, 0, half));
+  launch_copy_kernel();
+  FUSELM_CUDA_THROW(cudaMemset(sums.ptr, 0, grid * sizeof(unsigned long long)));
+  read_sum_kernel<<<grid, kThreads>>>(dst, half_vec, static_cast<unsigned long long*>(sums.ptr));
+  FUSELM_CUDA_THROW(cudaGetLastError());
+  FUSELM_CUDA_THROW(cudaMemcpy(host_sums.data(), sums.ptr, grid * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+  {
+    const uint64_t half_words = half_vec * 4;  // even
+    const uint64_t copied_expected = (half_words / 2) * (half_words - 1);
+    uint64_t total = 0;
+    for (unsigned long long s : host_sums) total += s;
+    FUSELM_CHECK(total == copied_expected, "GPU copy kernel: the destination sums to ", total, " instead of ",
+                 copied_expected, "; not every byte was copied (a bug in the copy kernel or a faulty device)");
+  }
+
   peak.copy_bytes = 2 * half;
   peak.copy_method = str_cat("cudaMemcpy device-to-device of ", half, " bytes, counted read + written, CUDA events, "
-                             "median of ", runs, " runs after 2 warm-ups");
-  char* base = static_cast<char*>(buffer.ptr);
+                             "median of ", runs, " runs after 2 warm-ups, alternating with the copy kernel");
+  peak.copy_kernel_method =
+      str_cat("copy kernel: grid-stride 16-byte loads and stores of ", half, " bytes (", copy_grid, " blocks x ",
+              kThreads, " threads, ", kUnroll, " loads in flight per thread), counted read + written, CUDA events, "
+              "median of ", runs, " runs after 2 warm-ups, alternating with cudaMemcpy");
   for (int run = -2; run < runs; ++run) {
-    FUSELM_CUDA_THROW(cudaEventRecord(events.start));
-    FUSELM_CUDA_THROW(cudaMemcpyAsync(base + half, base, half, cudaMemcpyDeviceToDevice));
-    FUSELM_CUDA_THROW(cudaEventRecord(events.stop));
-    const float ms = events.elapsed_ms();
-    if (run >= 0) peak.copy_ms.push_back(ms);
+    for (int k = 0; k < 2; ++k) {
+      const bool kernel = (k == 0) == (run % 2 == 0);  // kernel first on even runs, cudaMemcpy first on odd
+      FUSELM_CUDA_THROW(cudaEventRecord(events.start));
+      if (kernel) launch_copy_kernel();
+      else FUSELM_CUDA_THROW(cudaMemcpyAsync(base + half, base, half, cudaMemcpyDeviceToDevice));
+      FUSELM_CUDA_THROW(cudaEventRecord(events.stop));
+      const float ms = events.elapsed_ms();
+      if (run >= 0) (kernel ? peak.copy_kernel_ms : peak.copy_ms).push_back(ms);
+    }
   }
-  peak.copy_gbs = static_cast<double>(peak.copy_bytes) / (median(peak.copy_ms) * 1e-3) / 1e9;
+  peak.copy_gbs = gb_per_s(static_cast<double>(peak.copy_bytes), median(peak.copy_ms));
+  peak.copy_kernel_gbs = gb_per_s(static_cast<double>(peak.copy_bytes), median(peak.copy_kernel_ms));
   sums.release();
   buffer.release();
   return peak;
