@@ -82,7 +82,7 @@ TEST_F(BenchCli, AllScenariosOnATinySyntheticModel) {
     EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
 
   const json j = read_json(json_file);
-  EXPECT_EQ(j["path"], "baseline");
+  EXPECT_EQ(j["path"], "fused");
   EXPECT_EQ(j["device"], "cpu");
   EXPECT_EQ(j["environment"]["commit"], "test-commit-1");
   EXPECT_NE(j["environment"]["command_line"].get<std::string>().find("--scenario all"), std::string::npos);
