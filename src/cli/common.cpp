@@ -18,6 +18,7 @@ void EngineFlags::add_to(CLI::App& sub) {
   sub.add_flag("--bf16-rope-freqs", bf16_rope_freqs,
                "round RoPE frequencies to bf16 as HF transformers does after model.to(bfloat16); reproduces "
                "references computed that way (the shared goldens)");
+  sub.add_option("--plan", plan_file, "GPU: kernel plan file from `fuselm tune -o` (default: the built-in rules)");
 }
 
 EngineOptions EngineFlags::options() const {
@@ -25,6 +26,7 @@ EngineOptions EngineFlags::options() const {
   o.device = parse_device(device);
   o.dtype = parse_dtype(dtype);
   o.path = parse_execution_path(path);
+  o.plan_file = plan_file;
   return o;
 }
 

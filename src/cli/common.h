@@ -15,12 +15,13 @@
 
 namespace fuselm::cli {
 
-// --device, --dtype, --path, --bf16-rope-freqs: which engine runs the model, and how.
+// --device, --dtype, --path, --bf16-rope-freqs, --plan: which engine runs the model, and how.
 struct EngineFlags {
   std::string device = "cpu";
   std::string dtype = "bf16";
   std::string path = "fused";
   bool bf16_rope_freqs = false;
+  std::string plan_file;
 
   void add_to(CLI::App& sub);
   EngineOptions options() const;  // throws Error on an unknown device, dtype or path

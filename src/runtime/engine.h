@@ -31,6 +31,10 @@ struct EngineOptions {
   int kv_block_size = 16;     // tokens per paged KV block on the GPU (a power of two)
   double kv_memory_fraction = 0.9;  // share of the memory left after weights given to the KV cache
   bool verbose = false;       // print the memory budget at start
+  // A plan file (plan/plan.h: `fuselm tune -o`, `fuselm plan --json`) whose kernel choices the CUDA
+  // engine uses instead of the built-in rules; refused when made for another GPU, model or dtype.
+  // Empty = the rules.
+  std::string plan_file;
 };
 
 // One piece of work in a step: `tokens` appended to sequence `seq_id` at its current length.

@@ -1,0 +1,377 @@
+#include "plan/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace fuselm {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool is_known(std::span<const std::string_view> names, std::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+std::string join(std::span<const std::string_view> names) {
+  std::string out;
+  for (std::string_view n : names) out += str_cat(out.empty() ? "" : ", ", n);
+  return out;
+}
+
+std::string join_ints(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) out += str_cat(out.empty() ? "" : ", ", x);
+  return out;
+}
+
+// Decode attention's first kernel grid, as decode_attention sizes it: (splits, kv heads x 16-head
+// tiles of a GQA group, sequences) for the tensor-core kernel; (heads, sequences) for the fallback.
+std::array<int, 3> attention_grid(const Plan& plan, int batch) {
+  const PlanModel& m = plan.model;
+  if (plan.decode.attention.kernel == "mma") {
+    const int group = m.num_heads / std::max(m.num_kv_heads, 1);
+    return {plan.decode.attention.max_splits_per_seq, m.num_kv_heads * static_cast<int>(ceil_div(group, 16)), batch};
+  }
+  return {m.num_heads, batch, 1};
+}
+
+int parse_tokens_choice(const PlanRule& rule, PlanOp op) {
+  int v = 0;
+  for (char c : rule.choice) v = v * 10 + (c - '0');
+  FUSELM_CHECK(v > 0, "rule table: ", plan_op_name(op), " choice '", rule.choice, "' is not a token count");
+  return v;
+}
+
+ChoiceOrigin rule_origin(const PlanRule& rule) { return {"rule", std::string(rule.evidence)}; }
+
+}  // namespace
+
+std::string_view plan_op_name(PlanOp op) {
+  switch (op) {
+    case PlanOp::Qkv: return "qkv";
+    case PlanOp::O: return "o";
+    case PlanOp::GateUp: return "gate_up";
+    case PlanOp::Down: return "down";
+    case PlanOp::LmHead: return "lm_head";
+    case PlanOp::DecodeAttention: return "decode_attention";
+    case PlanOp::DecodeSplit: return "decode_split";
+    case PlanOp::PrefillAttention: return "prefill_attention";
+    case PlanOp::PrefillGemm: return "prefill_gemm";
+    case PlanOp::KvBlock: return "kv_block";
+  }
+  return "?";
+}
+
+std::array<int64_t, 2> decode_gemm_shape(PlanOp op, const PlanModel& m) {
+  const int64_t hidden = m.hidden_size, q_dim = int64_t{m.num_heads} * m.head_dim,
+                kv_dim = int64_t{m.num_kv_heads} * m.head_dim, ffn = m.intermediate_size;
+  switch (op) {
+    case PlanOp::Qkv: return {q_dim + 2 * kv_dim, hidden};
+    case PlanOp::O: return {hidden, q_dim};
+    case PlanOp::GateUp: return {2 * ffn, hidden};
+    case PlanOp::Down: return {hidden, ffn};
+    case PlanOp::LmHead: return {m.vocab_size, hidden};
+    default: fail("decode_gemm_shape: ", plan_op_name(op), " is not a decode GEMM");
+  }
+}
+
+double rule_shape_measure(PlanOp op, const PlanModel& model, const GpuIdentity& gpu, int prefill_tokens) {
+  switch (op) {
+    case PlanOp::Qkv:
+    case PlanOp::O:
+    case PlanOp::GateUp:
+    case PlanOp::Down:
+    case PlanOp::LmHead:
+      return static_cast<double>(ceil_div(decode_gemm_shape(op, model)[0], 16)) / std::max(gpu.sm_count, 1);
+    case PlanOp::DecodeAttention:
+    case PlanOp::PrefillAttention: return model.head_dim;
+    case PlanOp::PrefillGemm: return prefill_tokens;
+    case PlanOp::DecodeSplit:
+    case PlanOp::KvBlock: return 0;
+  }
+  return 0;
+}
+
+PlanModel plan_model(const ModelConfig& c) {
+  return {c.architecture, c.hidden_size,       c.num_layers, c.num_heads, c.num_kv_heads,
+          c.head_dim,     c.intermediate_size, c.vocab_size};
+}
+
+std::string model_fingerprint(const PlanModel& m, DType dtype) {
+  const std::string text =
+      str_cat(m.architecture, ";hidden=", m.hidden_size, ";layers=", m.num_layers, ";heads=", m.num_heads,
+              ";kv_heads=", m.num_kv_heads, ";head_dim=", m.head_dim, ";ffn=", m.intermediate_size,
+              ";vocab=", m.vocab_size, ";dtype=", dtype_name(dtype));
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+PlanLimits make_plan_limits(const ModelConfig& config, int max_batch, int max_prefill_tokens, int max_seq_len) {
+  FUSELM_CHECK(max_batch >= 1 && max_batch <= 65535, "--max-batch must be between 1 and 65535, got ", max_batch);
+  FUSELM_CHECK(max_prefill_tokens >= 1 && max_prefill_tokens <= (1 << 20),
+               "--max-prefill-tokens must be between 1 and ", 1 << 20, ", got ", max_prefill_tokens);
+  FUSELM_CHECK(max_seq_len >= 0, "--max-seq-len must be >= 0 (0 = the model's context), got ", max_seq_len);
+  PlanLimits l;
+  l.max_batch = max_batch;
+  l.max_prefill_tokens = max_prefill_tokens;
+  const int model_max = config.max_position_embeddings;
+  if (max_seq_len > 0)
+    l.max_seq_len = model_max > 0 ? std::min(model_max, max_seq_len) : max_seq_len;
+  else
+    l.max_seq_len = model_max > 0 ? std::min(model_max, kPlanDefaultMaxSeqLen) : kPlanDefaultMaxSeqLen;
+  return l;
+}
+
+std::vector<int> decode_batch_buckets(int max_batch) {
+  std::vector<int> b;
+  for (int x = 1; x < max_batch; x *= 2) b.push_back(x);
+  b.push_back(max_batch);
+  return b;
+}
+
+std::vector<int> prefill_chunk_buckets(int max_prefill_tokens) {
+  std::vector<int> b;
+  for (int x = 64; x < max_prefill_tokens; x *= 2) b.push_back(x);
+  b.push_back(max_prefill_tokens);
+  return b;
+}
+
+uint64_t decode_attention_workspace(const PlanModel& m, int split_tokens, int max_seq_len, int max_batch) {
+  if (split_tokens <= 0 || max_seq_len <= 0 || max_batch <= 0) return 0;
+  // Per (sequence, head, split): head_dim fp32 partial outputs plus one fp32 log2-sum-exp.
+  return static_cast<uint64_t>(max_batch) * m.num_heads * ceil_div(max_seq_len, split_tokens) * (m.head_dim + 1) * 4;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const DecodeGemmChoice& Plan::decode_gemm(PlanOp op) const {
+  for (const DecodeGemmChoice& c : decode.gemm)
+    if (c.op == op) return c;
+  fail("the plan has no decode GEMM choice for ", plan_op_name(op), " (decode GEMMs: qkv, o, gate_up, down, lm_head)");
+}
+
+const DecodeBucket& Plan::decode_bucket(int batch) const {
+  FUSELM_CHECK(batch >= 1, "decode batch must be at least 1, got ", batch);
+  for (const DecodeBucket& b : decode.buckets)
+    if (b.batch >= batch) return b;
+  fail("a decode step of ", batch, " sequences is over the plan's largest batch bucket (",
+       decode.buckets.empty() ? 0 : decode.buckets.back().batch, "); make the plan with --max-batch ", batch,
+       " or more");
+}
+
+const PrefillBucket& Plan::prefill_bucket(int tokens) const {
+  FUSELM_CHECK(tokens >= 1, "prefill chunk must have at least 1 token, got ", tokens);
+  for (const PrefillBucket& b : prefill.buckets)
+    if (b.tokens >= tokens) return b;
+  fail("a prefill chunk of ", tokens, " tokens is over the plan's largest chunk bucket (",
+       prefill.buckets.empty() ? 0 : prefill.buckets.back().tokens, "); make the plan with --max-prefill-tokens ",
+       tokens, " or more");
+}
+
+void complete_plan(Plan& plan) {
+  plan.fingerprint = model_fingerprint(plan.model, plan.dtype);
+  for (DecodeGemmChoice& c : plan.decode.gemm) {
+    const auto [rows, cols] = decode_gemm_shape(c.op, plan.model);
+    c.rows = rows;
+    c.cols = cols;
+  }
+  DecodeAttentionChoice& a = plan.decode.attention;
+  a.max_splits_per_seq = a.split_tokens > 0 ? static_cast<int>(ceil_div(plan.limits.max_seq_len, a.split_tokens)) : 0;
+  a.workspace_bytes =
+      decode_attention_workspace(plan.model, a.split_tokens, plan.limits.max_seq_len, plan.limits.max_batch);
+  plan.decode.buckets.clear();
+  for (int batch : decode_batch_buckets(plan.limits.max_batch))
+    plan.decode.buckets.push_back(
+        {batch, static_cast<int>(ceil_div(batch, kDecodeGemmMaxTokens)), attention_grid(plan, batch)});
+}
+
+Plan make_rule_plan(const ModelConfig& config, DType dtype, const GpuIdentity& gpu, const PlanLimits& limits) {
+  FUSELM_CHECK(dtype == DType::BF16 || dtype == DType::F16, "the CUDA backend computes in bf16 or f16, not ",
+               dtype_name(dtype), "; plan with --dtype bf16 or --dtype f16");
+  config.validate("the model");
+  Plan plan;
+  plan.made_by = "rules";
+  plan.gpu = gpu;
+  plan.model = plan_model(config);
+  plan.dtype = dtype;
+  plan.limits = limits;
+  auto rule = [&](PlanOp op, int prefill_tokens = 0) -> const PlanRule& {
+    return find_plan_rule(op, dtype, rule_shape_measure(op, plan.model, gpu, prefill_tokens), gpu);
+  };
+
+  const PlanRule& kv = rule(PlanOp::KvBlock);
+  plan.kv_block_size = parse_tokens_choice(kv, PlanOp::KvBlock);
+  plan.kv_block_origin = rule_origin(kv);
+
+  for (PlanOp op : kDecodeGemmOps) {
+    const PlanRule& r = rule(op);
+    DecodeGemmChoice c;
+    c.op = op;
+    c.variant = r.choice;
+    c.origin = rule_origin(r);
+    plan.decode.gemm.push_back(std::move(c));
+  }
+  const PlanRule& attn = rule(PlanOp::DecodeAttention);
+  const PlanRule& split = rule(PlanOp::DecodeSplit);
+  plan.decode.attention.kernel = attn.choice;
+  plan.decode.attention.split_tokens = parse_tokens_choice(split, PlanOp::DecodeSplit);
+  plan.decode.attention.origin = {"rule", str_cat(attn.evidence, "; split: ", split.evidence)};
+  FUSELM_CHECK(plan.decode.attention.split_tokens % plan.kv_block_size == 0, "rule table: decode split ",
+               plan.decode.attention.split_tokens, " is not a multiple of the KV block size ", plan.kv_block_size);
+
+  const PlanRule& prefill_attn = rule(PlanOp::PrefillAttention);
+  plan.prefill.attention_kernel = prefill_attn.choice;
+  plan.prefill.attention_origin = rule_origin(prefill_attn);
+  plan.prefill.gemm_workspace_bytes = kCublasLtWorkspaceBytes;
+  for (int tokens : prefill_chunk_buckets(limits.max_prefill_tokens)) {
+    const PlanRule& r = rule(PlanOp::PrefillGemm, tokens);
+    plan.prefill.buckets.push_back({tokens, std::string(r.choice)});
+    plan.prefill.gemm_origin = rule_origin(r);  // one row covers every bucket today
+  }
+  complete_plan(plan);
+  validate_plan(plan, "the rule plan");
+  return plan;
+}
+
+void validate_plan(const Plan& plan, const std::string& where) {
+  auto check = [&](bool ok, const auto&... parts) {
+    if (!ok) fail(where, ": ", parts..., "; make the plan again with `fuselm plan` or `fuselm tune`");
+  };
+  check(plan.version == kPlanFormatVersion, "format version ", plan.version, ", this build reads version ",
+        kPlanFormatVersion);
+  check(plan.made_by == "rules" || plan.made_by == "tune", "made_by is '", plan.made_by, "' (expected rules or tune)");
+  check(plan.dtype == DType::BF16 || plan.dtype == DType::F16, "dtype ", dtype_name(plan.dtype),
+        " (the CUDA backend computes in bf16 or f16)");
+  const GpuIdentity& g = plan.gpu;
+  check(!g.name.empty() && g.sm_major >= 1 && g.sm_minor >= 0 && g.sm_count >= 1 && g.memory_bytes > 0,
+        "gpu is incomplete (name '", g.name, "', sm_", g.sm(), ", ", g.sm_count, " SMs, ", g.memory_bytes, " bytes)");
+  const PlanModel& m = plan.model;
+  check(m.hidden_size > 0 && m.num_layers > 0 && m.num_heads > 0 && m.num_kv_heads > 0 && m.head_dim > 0 &&
+            m.intermediate_size > 0 && m.vocab_size > 0 && m.num_heads % m.num_kv_heads == 0,
+        "model shapes are not a valid model (every size positive, heads a multiple of kv_heads)");
+  const std::string expected_fp = model_fingerprint(m, plan.dtype);
+  check(plan.fingerprint == expected_fp, "fingerprint ", plan.fingerprint, " does not match the shapes and dtype the "
+        "plan records (they give ", expected_fp, "): the file was edited by hand or damaged");
+  const PlanLimits& l = plan.limits;
+  check(l.max_batch >= 1 && l.max_prefill_tokens >= 1 && l.max_seq_len >= 1, "limits must be positive (max_batch ",
+        l.max_batch, ", max_prefill_tokens ", l.max_prefill_tokens, ", max_seq_len ", l.max_seq_len, ")");
+  check(plan.kv_block_size >= 1 && plan.kv_block_size <= 1024 && (plan.kv_block_size & (plan.kv_block_size - 1)) == 0,
+        "kv_block_size ", plan.kv_block_size, " is not a power of two between 1 and 1024");
+
+  check(plan.decode.gemm.size() == kDecodeGemmOps.size(), "decode.gemm has ", plan.decode.gemm.size(),
+        " ops, expected 5 (qkv, o, gate_up, down, lm_head)");
+  for (size_t i = 0; i < kDecodeGemmOps.size(); ++i) {
+    const DecodeGemmChoice& c = plan.decode.gemm[i];
+    const std::string_view op = plan_op_name(kDecodeGemmOps[i]);
+    check(c.op == kDecodeGemmOps[i], "decode.gemm entry ", i, " is ", plan_op_name(c.op), ", expected ", op);
+    check(is_known(skinny_gemm_variant_names(), c.variant), "decode.gemm.", op, ".variant '", c.variant,
+          "' is not a decode GEMM variant of this build (known: ", join(skinny_gemm_variant_names()), ")");
+    const auto [rows, cols] = decode_gemm_shape(c.op, m);
+    check(c.rows == rows && c.cols == cols, "decode.gemm.", op, " is for a ", c.rows, "x", c.cols,
+          " matrix, the model's is ", rows, "x", cols);
+    for (const GemmTiming& t : c.timings) {
+      check(is_known(skinny_gemm_variant_names(), t.variant), "decode.gemm.", op, ".measured names variant '",
+            t.variant, "' (known: ", join(skinny_gemm_variant_names()), ")");
+      check(t.us.size() == c.measured_m.size(), "decode.gemm.", op, ".measured: variant ", t.variant, " has ",
+            t.us.size(), " timings for ", c.measured_m.size(), " values of m");
+    }
+  }
+
+  const DecodeAttentionChoice& a = plan.decode.attention;
+  check(is_known(decode_attention_kernel_names(), a.kernel), "decode.attention.kernel '", a.kernel,
+        "' is unknown (known: ", join(decode_attention_kernel_names()), ")");
+  check(a.kernel != "mma" || m.head_dim == 64 || m.head_dim == 128, "decode.attention.kernel mma needs head_dim 64 "
+        "or 128, the model's is ", m.head_dim);
+  check(a.split_tokens > 0 && a.split_tokens % plan.kv_block_size == 0, "decode.attention.split_tokens ",
+        a.split_tokens, " is not a positive multiple of the KV block size ", plan.kv_block_size);
+  for (const SplitTiming& t : a.timings)
+    check(t.us.size() == a.measured_cases.size(), "decode.attention.measured: split ", t.split_tokens, " has ",
+          t.us.size(), " timings for ", a.measured_cases.size(), " cases");
+  check(is_known(prefill_attention_kernel_names(), plan.prefill.attention_kernel), "prefill.attention.kernel '",
+        plan.prefill.attention_kernel, "' is unknown (known: ", join(prefill_attention_kernel_names()), ")");
+  check(!plan.prefill.attention_kernel.starts_with("mma") || m.head_dim == 64 || m.head_dim == 128,
+        "prefill.attention.kernel ", plan.prefill.attention_kernel, " needs head_dim 64 or 128, the model's is ",
+        m.head_dim);
+  check(plan.prefill.gemm_workspace_bytes > 0, "prefill.gemm.workspace_bytes must be positive");
+  for (const PrefillBucket& b : plan.prefill.buckets)
+    check(is_known(prefill_gemm_path_names(), b.gemm), "prefill bucket ", b.tokens, ": GEMM path '", b.gemm,
+          "' is unknown (known: ", join(prefill_gemm_path_names()), ")");
+
+  // The derived numbers must be what the model, limits and choices give.
+  Plan derived = plan;
+  complete_plan(derived);
+  check(derived.decode.attention.max_splits_per_seq == a.max_splits_per_seq &&
+            derived.decode.attention.workspace_bytes == a.workspace_bytes,
+        "decode.attention: max_splits_per_seq ", a.max_splits_per_seq, " and workspace_bytes ", a.workspace_bytes,
+        " do not follow from split ", a.split_tokens, " and the limits (expected ",
+        derived.decode.attention.max_splits_per_seq, " and ", derived.decode.attention.workspace_bytes, ")");
+  check(derived.decode.buckets == plan.decode.buckets, "decode.buckets do not follow from max_batch ", l.max_batch,
+        " (expected batches ", join_ints(decode_batch_buckets(l.max_batch)), " with ceil(batch / 16) GEMM launches)");
+  std::vector<int> prefill_tokens;
+  for (const PrefillBucket& b : plan.prefill.buckets) prefill_tokens.push_back(b.tokens);
+  check(prefill_tokens == prefill_chunk_buckets(l.max_prefill_tokens), "prefill.buckets (", join_ints(prefill_tokens),
+        ") do not follow from max_prefill_tokens ", l.max_prefill_tokens, " (expected ",
+        join_ints(prefill_chunk_buckets(l.max_prefill_tokens)), ")");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+void check_plan_matches(const Plan& plan, const ModelConfig& config, DType dtype, const GpuIdentity& gpu,
+                        std::string_view plan_name) {
+  std::vector<std::string> problems;
+  const GpuIdentity& p = plan.gpu;
+  // Total memory moves a little with driver and ECC settings on the same board; 2% is far less
+  // than the step between two products.
+  const double mem_ratio = static_cast<double>(p.memory_bytes) / static_cast<double>(std::max<uint64_t>(gpu.memory_bytes, 1));
+  if (p.name != gpu.name || p.sm() != gpu.sm() || p.sm_count != gpu.sm_count || std::fabs(mem_ratio - 1.0) > 0.02)
+    problems.push_back(str_cat("it was made for ", p.describe(), ", this GPU is ", gpu.describe()));
+
+  if (plan.dtype != dtype)
+    problems.push_back(str_cat("it was made for ", dtype_name(plan.dtype), ", the engine runs ", dtype_name(dtype)));
+
+  const PlanModel m = plan_model(config);
+  std::string shapes;
+  auto field = [&](const char* name, auto planned, auto actual) {
+    if (planned != actual) shapes += str_cat(shapes.empty() ? "" : ", ", name, " ", planned, " (this model: ", actual, ")");
+  };
+  field("architecture", plan.model.architecture, m.architecture);
+  field("hidden_size", plan.model.hidden_size, m.hidden_size);
+  field("num_layers", plan.model.num_layers, m.num_layers);
+  field("num_heads", plan.model.num_heads, m.num_heads);
+  field("num_kv_heads", plan.model.num_kv_heads, m.num_kv_heads);
+  field("head_dim", plan.model.head_dim, m.head_dim);
+  field("intermediate_size", plan.model.intermediate_size, m.intermediate_size);
+  field("vocab_size", plan.model.vocab_size, m.vocab_size);
+  if (!shapes.empty())
+    problems.push_back(str_cat("it was made for another model (fingerprint ", plan.fingerprint, ", this model's is ",
+                               model_fingerprint(m, plan.dtype), "): ", shapes));
+
+  if (problems.empty()) return;
+  std::string all;
+  for (const std::string& s : problems) all += str_cat(all.empty() ? "" : "; ", s);
+  fail(plan_name, " does not fit: ", all, ". Its kernel choices and timings do not carry over: make a plan for this "
+       "GPU, model and dtype with `fuselm tune -m MODEL -o plan.json` (or `fuselm plan -m MODEL --json` for the "
+       "rule-based one), or leave out --plan to use the built-in rules");
+}
+
+void check_plan_covers(const Plan& plan, const PlanLimits& limits, std::string_view plan_name) {
+  auto check = [&](int planned, int wanted, const char* what, const char* flag) {
+    FUSELM_CHECK(wanted <= planned, plan_name, " was made for at most ", planned, " ", what, ", the engine is set up "
+                 "for ", wanted, "; make the plan with ", flag, " ", wanted, " (or lower the engine's ", flag, ")");
+  };
+  check(plan.limits.max_batch, limits.max_batch, "sequences per step", "--max-batch");
+  check(plan.limits.max_prefill_tokens, limits.max_prefill_tokens, "tokens per prefill step", "--max-prefill-tokens");
+  check(plan.limits.max_seq_len, limits.max_seq_len, "positions per sequence", "--max-seq-len");
+}
+
+}  // namespace fuselm

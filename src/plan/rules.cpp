@@ -1,0 +1,168 @@
+// The plan's data: the rule table, the names a plan may use, and GPU presets.
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdio>
+
+#include "core/error.h"
+#include "plan/plan.h"
+
+namespace fuselm {
+
+namespace {
+
+constexpr uint32_t bit(PlanOp op) { return 1u << static_cast<unsigned>(op); }
+constexpr uint32_t kDecodeGemms =
+    bit(PlanOp::Qkv) | bit(PlanOp::O) | bit(PlanOp::GateUp) | bit(PlanOp::Down) | bit(PlanOp::LmHead);
+constexpr RuleRange kAny{0, kUnbounded};
+constexpr RuleRange kHopper{90, 100};
+constexpr RuleRange kAmpereOrNewer{80, kUnbounded};
+constexpr RuleRange exactly(double v) { return {v, v + 1}; }
+
+// Read top to bottom; the first row whose keys all match gives the choice. Architecture-specific
+// rows (measured there) come before the sm_80+ rows that carry the same choice to GPUs where
+// nothing has been measured yet. No row matches below sm_80: the CUDA backend needs bf16 tensor
+// cores. Measurements: docs/kernels/*.md and bench/results/.
+constexpr PlanRule kRules[] = {
+    // Decode GEMMs. The shape bucket is 16-row tiles per SM: how many CTAs one row tile each
+    // would put on an SM. The boundary 6 lies between the measured 2.9 (rt1_w8 best) and 13.6
+    // (rt2_w4 best); nothing between them has been measured.
+    {.ops = kDecodeGemms, .shape = {6, kUnbounded}, .sm = kHopper, .choice = "rt2_w4",
+     .evidence = "H200 bf16, gate_up 28672x4096 (13.6 row tiles/SM): rt2_w4 73.4 us at m=16, 4% ahead of rt1_w4 "
+                 "and 21% ahead of rt1_w8; level at m=1 (58.4 vs 58.7 us) (bench/results/h200-skinny-gemm-timing.txt); "
+                 "with many row tiles per SM, more CTAs of fewer warps likely keep more bytes in flight"},
+    {.ops = kDecodeGemms, .shape = {0, 6}, .sm = kHopper, .choice = "rt1_w8",
+     .evidence = "H200 bf16, qkv 6144x4096 (2.9 row tiles/SM), o 4096x4096 and down 4096x14336 (1.9): rt1_w8 "
+                 "fastest at m=1 and m=16, 10-15% ahead of the next variant at m=1 and 37-39% at m=16 "
+                 "(bench/results/h200-skinny-gemm-timing.txt); with few CTAs per SM each needs 8 warps of loads "
+                 "in flight"},
+    {.ops = kDecodeGemms, .shape = {6, kUnbounded}, .sm = kAmpereOrNewer, .choice = "rt2_w4",
+     .evidence = "not measured on this architecture: the sm_90 choice for >= 6 row tiles per SM, carried over "
+                 "(row tiles per SM already scales with the SM count); run fuselm tune"},
+    {.ops = kDecodeGemms, .shape = {0, 6}, .sm = kAmpereOrNewer, .choice = "rt1_w8",
+     .evidence = "not measured on this architecture: the sm_90 choice for < 6 row tiles per SM, carried over "
+                 "(row tiles per SM already scales with the SM count); run fuselm tune"},
+
+    // Decode attention: kernel by head_dim, one split size for every batch.
+    {.ops = bit(PlanOp::DecodeAttention), .shape = exactly(64), .sm = kAmpereOrNewer, .choice = "mma",
+     .evidence = "tensor-core split-KV kernel, 2 K/V stages (kernels/cuda/attention_decode.cu)"},
+    {.ops = bit(PlanOp::DecodeAttention), .shape = exactly(128), .sm = kAmpereOrNewer, .choice = "mma",
+     .evidence = "tensor-core split-KV kernel, 2 K/V stages (kernels/cuda/attention_decode.cu)"},
+    {.ops = bit(PlanOp::DecodeAttention), .sm = kAmpereOrNewer, .choice = "generic",
+     .evidence = "head_dim other than 64 and 128: the CUDA-core fallback, which does not split "
+                 "(kernels/cuda/attention_generic.cu)"},
+    {.ops = bit(PlanOp::DecodeSplit), .sm = kAmpereOrNewer, .choice = "256",
+     .evidence = "H200 bf16, Llama-3-8B shape: batch 64 x 4096 tokens at 3290 GB/s with 256-token splits; 64 was "
+                 "12% faster at batch 1 only, and one split must serve every batch (docs/kernels/attention.md)"},
+
+    // Prefill attention: the tiling fixed per head_dim (a per-chunk choice would change bits).
+    {.ops = bit(PlanOp::PrefillAttention), .shape = exactly(64), .sm = kAmpereOrNewer, .choice = "mma_r32_k64",
+     .evidence = "H200 bf16, TinyLlama shape, one 4096-token prompt: 32 rows/warp x 64 keys 348 us, 438-439 us "
+                 "for the other tilings (docs/kernels/attention.md)"},
+    {.ops = bit(PlanOp::PrefillAttention), .shape = exactly(128), .sm = kAmpereOrNewer, .choice = "mma_r32_k32",
+     .evidence = "H200 bf16, Llama-3-8B shape, one 4096-token prompt: 32 rows/warp x 32 keys 789 us, 802 us "
+                 "(32x64) and 828 us (16x64) (docs/kernels/attention.md)"},
+    {.ops = bit(PlanOp::PrefillAttention), .sm = kAmpereOrNewer, .choice = "generic",
+     .evidence = "head_dim other than 64 and 128: the CUDA-core fallback (kernels/cuda/attention_generic.cu)"},
+
+    // Prefill GEMMs: compute-bound at chunk sizes, where cuBLASLt is at home.
+    {.ops = bit(PlanOp::PrefillGemm), .sm = kAmpereOrNewer, .choice = "cublaslt",
+     .evidence = "cuBLASLt with its heuristic's algorithm, asked once per m bucket at load (kernels/cuda/gemm.h); "
+                 "cuBLAS runs bf16 GEMMs at 788 TFLOP/s on H200"},
+
+    {.ops = bit(PlanOp::KvBlock), .sm = kAmpereOrNewer, .choice = "16",
+     .evidence = "H200: decode tok/s within 1.5% for blocks of 16, 32 and 64 tokens at depths 4096 and 16384 "
+                 "(docs/kernels/baseline.md); 16 wastes the fewest slots"},
+};
+
+// The order of skinny_gemm_variants() in kernels/cuda/skinny_gemm.cu.
+constexpr std::string_view kSkinnyGemmVariants[] = {"rt1_w4", "rt1_w8", "rt2_w4", "rt2_w8"};
+constexpr std::string_view kDecodeAttentionKernels[] = {"mma", "generic"};
+constexpr std::string_view kPrefillAttentionKernels[] = {"mma_r32_k64", "mma_r32_k32", "generic"};
+constexpr std::string_view kPrefillGemmPaths[] = {"cublaslt"};
+
+struct Preset {
+  std::string_view key;
+  GpuIdentity gpu;
+};
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+const std::vector<Preset>& presets() {
+  static const std::vector<Preset> list = {
+      {"h200", {"NVIDIA H200", 9, 0, 132, 150109880320ull}},
+      {"h100", {"NVIDIA H100 80GB HBM3", 9, 0, 132, 81008 * kMiB}},
+      {"h100-pcie", {"NVIDIA H100 PCIe", 9, 0, 114, 81008 * kMiB}},
+      {"a100", {"NVIDIA A100-SXM4-80GB", 8, 0, 108, 81251 * kMiB}},
+      {"a100-40g", {"NVIDIA A100-SXM4-40GB", 8, 0, 108, 40536 * kMiB}},
+      {"l40s", {"NVIDIA L40S", 8, 9, 142, 45589 * kMiB}},
+      {"rtx4090", {"NVIDIA GeForce RTX 4090", 8, 9, 128, 24217 * kMiB}},
+  };
+  return list;
+}
+
+}  // namespace
+
+std::span<const PlanRule> plan_rules() { return kRules; }
+std::span<const std::string_view> skinny_gemm_variant_names() { return kSkinnyGemmVariants; }
+std::span<const std::string_view> decode_attention_kernel_names() { return kDecodeAttentionKernels; }
+std::span<const std::string_view> prefill_attention_kernel_names() { return kPrefillAttentionKernels; }
+std::span<const std::string_view> prefill_gemm_path_names() { return kPrefillGemmPaths; }
+
+const PlanRule& find_plan_rule(PlanOp op, DType dtype, double shape, const GpuIdentity& gpu) {
+  const double memory_gib = static_cast<double>(gpu.memory_bytes) / double(uint64_t{1} << 30);
+  for (const PlanRule& r : kRules) {
+    if ((r.ops & bit(op)) == 0) continue;
+    if (r.dtypes != 0 && (r.dtypes & (1u << static_cast<unsigned>(dtype))) == 0) continue;
+    if (r.shape.contains(shape) && r.sm.contains(gpu.sm()) && r.sm_count.contains(gpu.sm_count) &&
+        r.memory_gib.contains(memory_gib))
+      return r;
+  }
+  fail("no plan rule for ", plan_op_name(op), " (", dtype_name(dtype), ", shape measure ", shape, ") on ",
+       gpu.describe(), gpu.sm() < 80 ? ": the CUDA backend needs compute capability 8.0 or newer (bf16 tensor cores)"
+                                     : ": the rule table has no row for it; run `fuselm tune` on this GPU");
+}
+
+std::string GpuIdentity::describe() const {
+  char mem[32];
+  std::snprintf(mem, sizeof mem, "%.1f GiB", static_cast<double>(memory_bytes) / double(uint64_t{1} << 30));
+  return str_cat(name.empty() ? "unnamed GPU" : name, " (sm_", sm(), ", ", sm_count, " SMs, ", mem, ")");
+}
+
+std::vector<std::string> gpu_preset_names() {
+  std::vector<std::string> names;
+  for (const Preset& p : presets()) names.emplace_back(p.key);
+  return names;
+}
+
+GpuIdentity gpu_preset(std::string_view name) {
+  std::string key(name);
+  std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const Preset& p : presets())
+    if (p.key == key) return p.gpu;
+  std::string list;
+  for (const Preset& p : presets()) list += str_cat(list.empty() ? "" : ", ", p.key);
+  fail("unknown GPU preset '", name, "' (presets: ", list, "); or describe the GPU with --sm, --sm-count and --memory-gb");
+}
+
+std::array<int, 2> parse_sm_arch(std::string_view text) {
+  std::string_view s = text;
+  if (s.starts_with("sm_") || s.starts_with("SM_")) s.remove_prefix(3);
+  if (!s.empty() && (s.back() == 'a' || s.back() == 'f')) s.remove_suffix(1);  // sm_90a, sm_100f
+  int major = -1, minor = -1;
+  auto parse = [](std::string_view part, int& out) {
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), out);
+    return !part.empty() && ec == std::errc() && end == part.data() + part.size() && out >= 0;
+  };
+  bool ok = false;
+  if (size_t dot = s.find('.'); dot != std::string_view::npos) {
+    ok = parse(s.substr(0, dot), major) && parse(s.substr(dot + 1), minor) && minor < 10;
+  } else if (s.size() >= 2) {
+    ok = parse(s.substr(0, s.size() - 1), major) && parse(s.substr(s.size() - 1), minor);
+  }
+  FUSELM_CHECK(ok && major >= 1 && major < 100, "'", text, "' is not a compute capability; write it like 90, 9.0 "
+               "or sm_90 (8.0 for A100, 8.9 for L40S and RTX 4090, 9.0 for H100 and H200)");
+  return {major, minor};
+}
+
+}  // namespace fuselm
