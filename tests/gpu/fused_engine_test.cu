@@ -52,13 +52,6 @@ std::vector<int32_t> random_tokens(std::mt19937& gen, int n, int vocab) {
   return t;
 }
 
-TEST(FusedEngine, BucketsArePowersOfTwoThenMaxBatch) {
-  EXPECT_EQ(decode_batch_buckets(1), (std::vector<int>{1}));
-  EXPECT_EQ(decode_batch_buckets(16), (std::vector<int>{1, 2, 4, 8, 16}));
-  EXPECT_EQ(decode_batch_buckets(100), (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 100}));
-  EXPECT_EQ(decode_batch_buckets(256).back(), 256);
-}
-
 TEST(FusedEngine, UnsupportedReasons) {
   ModelConfig c = small_llama();
   EXPECT_EQ(fused_decode_unsupported_reason(c, DType::BF16), "");

@@ -17,6 +17,8 @@
 #include "kernels/cuda/rope_kv.h"
 #include "kernels/cuda/sampling.h"
 #include "kernels/cuda/swiglu.h"
+#include "plan/cuda/plan_cuda.h"
+#include "plan/plan.h"
 #include "runtime/cuda/device_weights.h"
 #include "runtime/cuda/fused_decoder.h"
 #include "runtime/cuda/memory_plan.h"
@@ -34,14 +36,6 @@ void require_cuda_device() {
          err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount found none",
          "); run with --device cpu, or on a machine with an NVIDIA GPU and its driver");
   }
-}
-
-// The fused decode GEMM variants until the load-time plan chooses them: the best measured on the
-// H200 for the Llama-3.1-8B shapes (docs/kernels/skinny_gemm.md).
-FusedDecodeVariants default_fused_variants() {
-  FusedDecodeVariants v = FusedDecodeVariants::all(SkinnyGemmVariant{1, 8});
-  v.gate_up = SkinnyGemmVariant{2, 4};
-  return v;
 }
 
 // Owns the engine's stream; declared first among the members so that it goes last.
@@ -124,6 +118,7 @@ class CudaEngineImpl final : public CudaEngine {
   std::string device_name_;
   DeviceWeights weights_;
   MemoryPlan plan_;
+  Plan kernel_plan_;
   DeviceBuffer arena_;
   DeviceBuffer inputs_device_;
   PinnedBuffer inputs_host_;
@@ -143,9 +138,6 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
     : config_(model.config), options_(options), tuning_(tuning), dtype_(options.dtype) {
   require_cuda_device();
   const StepLimits limits = make_step_limits(config_, options, tuning.kv_block_size);
-  FUSELM_CHECK(tuning.decode_split_tokens > 0 && tuning.decode_split_tokens % tuning.kv_block_size == 0,
-               "decode split size ", tuning.decode_split_tokens, " must be a positive multiple of the KV block size ",
-               tuning.kv_block_size);
   FUSELM_CHECK(options.kv_memory_fraction > 0.0 && options.kv_memory_fraction <= 1.0,
                "kv_memory_fraction must be in (0, 1], got ", options.kv_memory_fraction);
 
@@ -156,6 +148,22 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
   FUSELM_CHECK(prop.major >= 8, "the CUDA backend needs a GPU of compute capability 8.0 or newer (bf16 tensor cores); ",
                prop.name, " is ", prop.major, ".", prop.minor, "; use --device cpu");
   device_name_ = prop.name;
+
+  // The kernel plan: from the file the options name (made by `fuselm tune` for this GPU, model and
+  // dtype) or from the rule table. Every kernel choice below comes from it, once.
+  const GpuIdentity gpu = gpu_identity(prop);
+  const PlanLimits plan_limits =
+      make_plan_limits(config_, limits.max_batch, options.max_prefill_tokens, limits.max_seq_len);
+  if (!options.plan_file.empty()) {
+    kernel_plan_ = load_plan_file(options.plan_file);
+    check_plan_matches(kernel_plan_, config_, dtype_, gpu, options.plan_file);
+    check_plan_covers(kernel_plan_, plan_limits, options.plan_file);
+    FUSELM_CHECK(kernel_plan_.kv_block_size == limits.block_size, options.plan_file, " was made for KV blocks of ",
+                 kernel_plan_.kv_block_size, " tokens, the engine is set up for ", limits.block_size,
+                 "; pass --kv-block-size ", kernel_plan_.kv_block_size, " or make the plan again");
+  } else {
+    kernel_plan_ = make_rule_plan(config_, dtype_, gpu, plan_limits);
+  }
   stream_holder_ = std::make_unique<Stream>();
   stream_ = stream_holder_->get();
 
@@ -166,8 +174,9 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
   attention_shape_ = {config_.num_heads, config_.num_kv_heads, config_.head_dim,
                       1.0f / std::sqrt(static_cast<float>(config_.head_dim))};
   rope_shape_ = {config_.num_heads, config_.num_kv_heads, config_.head_dim};
-  decode_plan_.split_tokens = tuning.decode_split_tokens;
-  decode_plan_.max_splits_per_seq = (limits.max_seq_len + tuning.decode_split_tokens - 1) / tuning.decode_split_tokens;
+  decode_plan_ = plan_decode_attention(kernel_plan_, limits.max_seq_len);
+  FUSELM_CHECK(decode_plan_.split_tokens % limits.block_size == 0, "the plan's decode split of ",
+               decode_plan_.split_tokens, " tokens is not a multiple of the KV block size ", limits.block_size);
   const size_t attention_workspace = decode_attention_workspace_bytes(attention_shape_, decode_plan_, limits.max_batch);
 
   plan_ = plan_memory(config_, dtype_, limits, GemmPlan::kWorkspaceBytes, attention_workspace);
@@ -192,8 +201,18 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
   // Models the fused kernels do not cover decode on the baseline path; the choice is made here, once.
   fused_unsupported_ = options.path == ExecutionPath::Fused ? fused_decode_unsupported_reason(config_, dtype_) : "";
   if (options.path == ExecutionPath::Fused && fused_unsupported_.empty()) {
-    fused_ = std::make_unique<FusedDecoder>(config_, dtype_, weights_, decode_plan_, default_fused_variants(),
-                                            limits.max_batch, stream_);
+    FusedDecodeVariants variants;
+    variants.qkv = plan_skinny_gemm_variant(kernel_plan_, PlanOp::Qkv);
+    variants.o = plan_skinny_gemm_variant(kernel_plan_, PlanOp::O);
+    variants.gate_up = plan_skinny_gemm_variant(kernel_plan_, PlanOp::GateUp);
+    variants.down = plan_skinny_gemm_variant(kernel_plan_, PlanOp::Down);
+    variants.lm_head = plan_skinny_gemm_variant(kernel_plan_, PlanOp::LmHead);
+    // The plan's buckets up to this engine's batch limit, which closes the list.
+    std::vector<int> buckets;
+    for (const DecodeBucket& b : kernel_plan_.decode.buckets)
+      if (b.batch < limits.max_batch) buckets.push_back(b.batch);
+    buckets.push_back(limits.max_batch);
+    fused_ = std::make_unique<FusedDecoder>(config_, dtype_, weights_, decode_plan_, variants, buckets, stream_);
   }
 
   // The KV pool takes its share of what is left, never more than max_batch full-length sequences.

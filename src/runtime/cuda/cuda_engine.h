@@ -11,7 +11,6 @@ namespace fuselm {
 // make_cuda_engine(model, options) uses.
 struct CudaEngineTuning {
   int kv_block_size = 16;          // tokens per KV block (a power of two)
-  int decode_split_tokens = 256;   // decode attention's fixed split (a multiple of kv_block_size)
   size_t memory_reserve_bytes = size_t{512} << 20;  // left free for the CUDA context, cuBLASLt, etc.
   int max_kv_blocks = 0;           // 0 = size the pool from memory; else at most this many blocks
 };

@@ -17,14 +17,6 @@ std::string fused_decode_unsupported_reason(const ModelConfig& config, DType dty
   return "";
 }
 
-std::vector<int> decode_batch_buckets(int max_batch) {
-  FUSELM_CHECK(max_batch >= 1, "max_batch must be at least 1, got ", max_batch);
-  std::vector<int> buckets;
-  for (int b = 1; b < max_batch; b *= 2) buckets.push_back(b);
-  buckets.push_back(max_batch);
-  return buckets;
-}
-
 CudaGraph::~CudaGraph() {
   if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
 }
@@ -82,8 +74,10 @@ class Carver {
 
 FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceWeights& weights,
                            const DecodeAttentionPlan& attention_plan, const FusedDecodeVariants& variants,
-                           int max_batch, cudaStream_t stream)
-    : attention_plan_(attention_plan) {
+                           std::vector<int> buckets, cudaStream_t stream)
+    : attention_plan_(attention_plan), buckets_(std::move(buckets)) {
+  FUSELM_CHECK(!buckets_.empty() && std::is_sorted(buckets_.begin(), buckets_.end()) && buckets_.front() >= 1,
+               "fused decode: the batch buckets must be ascending and positive");
   const std::string unsupported = fused_decode_unsupported_reason(config, dtype);
   FUSELM_CHECK(unsupported.empty(), "the fused decode path does not support ", unsupported, "; use --path baseline");
   const int hidden = config.hidden_size, q_dim = config.q_dim(), kv_dim = config.kv_dim();
@@ -100,7 +94,6 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
   m.embedding = weights.embedding;
   m.inv_freq = weights.rope_inv_freq;
   m.variants = variants;
-  buckets_ = decode_batch_buckets(max_batch);
 
   // Packed weights: per layer qkv, o, gate_up, down, then the LM head.
   const std::vector<int64_t> qkv_map = qkv_rope_row_map(config.num_heads, config.num_kv_heads, config.head_dim);

@@ -35,9 +35,6 @@ struct FusedDecodeStepInputs {
 // Why the fused decode kernels cannot run this model in `dtype`, or "" when they can.
 std::string fused_decode_unsupported_reason(const ModelConfig& config, DType dtype);
 
-// Batch buckets for max_batch sequences: powers of two below it, then max_batch itself.
-std::vector<int> decode_batch_buckets(int max_batch);
-
 // Owns one instantiated CUDA graph.
 class CudaGraph {
  public:
@@ -60,10 +57,10 @@ class CudaGraph {
 class FusedDecoder {
  public:
   // Packs the weights and allocates the step buffers: everything that takes memory, so that the KV
-  // cache can be sized from what is left.
+  // cache can be sized from what is left. `buckets`: ascending batch sizes, one graph each.
   FusedDecoder(const ModelConfig& config, DType dtype, const DeviceWeights& weights,
-               const DecodeAttentionPlan& attention_plan, const FusedDecodeVariants& variants, int max_batch,
-               cudaStream_t stream);
+               const DecodeAttentionPlan& attention_plan, const FusedDecodeVariants& variants,
+               std::vector<int> buckets, cudaStream_t stream);
 
   // Takes the cache's scratch block and captures every bucket's graph over `kv` (which must outlive
   // the decoder) and the fixed step inputs. Run once, before the first step.
