@@ -5,8 +5,10 @@
 #   3. the CLI end to end: `fuselm generate --device cuda` greedy from the goldens' first prompts;
 #   4. compute-sanitizer memcheck over the kernel test binaries (then the engine's, while time lasts);
 #   5. writes gpu-check.json (commit, GPU, date, test counts, golden numbers) to bench/results/ and,
-#      when OUT is set, to $OUT; logs go next to it. A summary table is printed last.
-# Usage: [FUSELM_COMMIT=<hash>] [FUSELM_GPU_CHECK_BUDGET=seconds] bash scripts/gpu-check.sh
+#      when OUT is set, to $OUT; logs go next to it. A summary table is printed;
+#   6. with FUSELM_GPU_BENCH=1, then runs the committed benchmarks (scripts/gpu-bench.sh), whose
+#      table of headline numbers comes last.
+# Usage: [FUSELM_COMMIT=<hash>] [FUSELM_GPU_CHECK_BUDGET=seconds] [FUSELM_GPU_BENCH=1] bash scripts/gpu-check.sh
 # The commit comes from FUSELM_COMMIT, else a .commit file, else git. Memcheck runs only while the
 # time budget (default 440 s from the start) lasts, so that the report is always written.
 set -uo pipefail
@@ -22,7 +24,7 @@ export FUSELM_GPU_GOLDEN_DIR=$PWD/$build/golden
 rm -rf "$FUSELM_GPU_GOLDEN_DIR" "$build/ctest-gpu.xml"
 mkdir -p "$FUSELM_GPU_GOLDEN_DIR"
 jobs=$(nproc)
-kernel_tests=(embedding rmsnorm rope_kv swiglu residual convert gemm sampling kv_cache cuda_engine)
+kernel_tests=(embedding rmsnorm rope_kv swiglu residual convert gemm sampling kv_cache skinny_gemm fused_decode fused_engine cuda_engine)
 
 echo "== configure and build"
 build_status=ok
@@ -183,6 +185,12 @@ for model, g in report["golden"].items():
     else:
         parts = ", ".join(f"{k}: {v['greedy_prefix_match']}/{v['of']} greedy ids" for k, v in g.items() if isinstance(v, dict))
         print(f"{model:<24}{parts}")
+for model, g in report["golden"].items():
+    fd = g.get("fused_decode") if isinstance(g, dict) else None
+    if fd:
+        parts = "   ".join(f"{d} top1 {x.get('top1_match', float('nan')):.3f} / rel_err {x.get('rel_err', float('nan')):.2e}"
+                           for d, x in fd.items())
+        print(f"{model:<24}one token per step (fused decode graphs): {parts}")
 for name, c in report.get("cli", {}).items():
     if "greedy24_prefix_match" in c:
         print(f"cli generate --device cuda {name:<18} exit {c['exit']}  greedy ids = golden greedy24 for the first "
@@ -194,3 +202,8 @@ if "ragged64" in report:
     print(f"ragged batch of {r['sequences']}: {r['identical_top1']} sequences with the same top-1 tokens as alone "
           f"over {r['steps']} steps")
 PY
+
+if [ "${FUSELM_GPU_BENCH:-0}" = 1 ] && [ "$build_status" = ok ]; then
+  echo
+  BUILD="$build" FUSELM_COMMIT="$commit" bash scripts/gpu-bench.sh
+fi
