@@ -530,19 +530,17 @@ __global__ void __launch_bounds__(WARPS * 32)
 // stages of U k-tiles of all NT row tiles (one bulk copy of U * 512 contiguous bytes per row tile)
 // plus the same K range of the activation rows, which every warp then reads: a token's activations
 // are read once per NT * 16 weight rows (at m = 16 that is 1/NT of the weight traffic, against 1/RT
-// when warps split K). A stage holds 8 KB of weights; the variant sets how many stages (the depth
-// of the stream, up to kMaxCtaStages) at the price of shared memory, hence CTAs per SM.
-inline constexpr int kMaxCtaStages = 8;
-
+// when warps split K). Stage = 8 KB of weights, 4 stages.
 template <typename T, int MT, int RT, int WARPS>
 struct CtaPipe {
   static constexpr int kTiles = RT * WARPS;
   static constexpr int kStageKTiles = kTiles >= 16 ? 1 : 16 / kTiles;  // U
+  static constexpr int kStages = 4;
   static constexpr int kXStride = kStageKTiles * 16 + 8;  // elements; +8 as in SkinnyPipe
   static constexpr int kWBytes = kTiles * kStageKTiles * 512;
   static constexpr int kPartBytes = kTiles * MT * 4 * 32 * static_cast<int>(sizeof(float));
-  static int smem_bytes(int m, int depth) {
-    const int pipe = depth * (kWBytes + m * kXStride * static_cast<int>(sizeof(T)));
+  static int smem_bytes(int m) {
+    const int pipe = kStages * (kWBytes + m * kXStride * static_cast<int>(sizeof(T)));
     return pipe > kPartBytes ? pipe : kPartBytes;
   }
 };
@@ -551,12 +549,12 @@ template <typename T, int MT, int RT, int WARPS, class Epilogue>
 __global__ void __launch_bounds__((WARPS + 1) * 32)
     skinny_gemm_cta_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
                            const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split,
-                           int depth, SkinnyNorm norm, Epilogue epilogue) {
+                           SkinnyNorm norm, Epilogue epilogue) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Pipe = CtaPipe<T, MT, RT, WARPS>;
-  constexpr int NT = Pipe::kTiles, U = Pipe::kStageKTiles, XS = Pipe::kXStride;
+  constexpr int NT = Pipe::kTiles, U = Pipe::kStageKTiles, STAGES = Pipe::kStages, XS = Pipe::kXStride;
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ uint64_t full[kMaxCtaStages], empty[kMaxCtaStages];
+  __shared__ uint64_t full[STAGES], empty[STAGES];
   __shared__ float rstd[kSkinnyGemmMaxTokens];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
@@ -568,11 +566,12 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
   const int64_t k_begin = rank * per_cta;
   const int64_t k_end = min(k_tiles, k_begin + per_cta);
   const int stages = k_end > k_begin ? static_cast<int>((k_end - k_begin + U - 1) / U) : 0;
-  uint4* wbuf = reinterpret_cast<uint4*>(smem);                    // [depth][NT][U][32 lanes]
-  T* xbuf = reinterpret_cast<T*>(smem + depth * Pipe::kWBytes);     // [depth][m][XS]
+  uint4* wbuf = reinterpret_cast<uint4*>(smem);                      // [STAGES][NT][U][32 lanes]
+  T* xbuf = reinterpret_cast<T*>(smem + STAGES * Pipe::kWBytes);     // [STAGES][m][XS]
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < depth; ++s) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], 33);         // the producer's expect_tx + one cp.async arrival per producer lane
       mbar_init(&empty[s], WARPS);     // one release per consumer warp
     }
@@ -592,7 +591,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
     // Producer. Weight stages first (they depend on no earlier kernel), then, after the previous
     // grid is done, the activations of those stages; later stages wait for their buffer to be free.
     auto issue_weights = [&](int s) {
-      const int b = s % depth;
+      const int b = s % STAGES;
       const int64_t kt0 = k_begin + static_cast<int64_t>(s) * U;
       const int n_k = static_cast<int>(min(static_cast<int64_t>(U), k_end - kt0));
       mbar_arrive_expect_tx(&full[b], tiles_here * n_k * 512);
@@ -600,7 +599,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
         bulk_copy(wbuf + (b * NT + j) * U * 32, w + ((tile0 + j) * k_tiles + kt0) * 32, n_k * 512, &full[b]);
     };
     auto issue_x = [&](int s) {
-      const int b = s % depth;
+      const int b = s % STAGES;
       T* dst = xbuf + b * m * XS;
       const int64_t k0 = (k_begin + static_cast<int64_t>(s) * U) * 16;
       if (x_vec16) {
@@ -620,30 +619,26 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
       }
       cp_async_mbar_arrive(&full[b]);
     };
-    // Once the last weight stage is issued the next kernel may start streaming its own weights
-    // (the first call in a CTA is the one that counts).
-    const int prologue = stages < depth ? stages : depth;
+    const int prologue = stages < STAGES ? stages : STAGES;
     if (lane == 0)
       for (int s = 0; s < prologue; ++s) issue_weights(s);
-    if (prologue == stages) allow_next_grid();
     wait_for_previous_grid();
     for (int s = 0; s < prologue; ++s) issue_x(s);
-    for (int s = depth; s < stages; ++s) {
-      const int b = s % depth;
-      mbar_wait(&empty[b], (s / depth - 1) & 1);
+    for (int s = STAGES; s < stages; ++s) {
+      const int b = s % STAGES;
+      mbar_wait(&empty[b], (s / STAGES - 1) & 1);
       if (lane == 0) {
         fence_proxy_async();
         issue_weights(s);
       }
-      if (s == stages - 1) allow_next_grid();
       issue_x(s);
     }
     cp_async_wait<0>();
   } else {
     // Consumers: each warp multiplies its own RT row tiles over the whole K range of the CTA.
     for (int s = 0; s < stages; ++s) {
-      const int b = s % depth;
-      mbar_wait(&full[b], (s / depth) & 1);
+      const int b = s % STAGES;
+      mbar_wait(&full[b], (s / STAGES) & 1);
       const uint4* ws = wbuf + (b * NT + warp * RT) * U * 32;
       const T* xs = xbuf + b * m * XS;
       const int64_t kt0 = k_begin + static_cast<int64_t>(s) * U;
@@ -671,6 +666,8 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
     }
     wait_for_previous_grid();  // (a no-op by now when the CTA has stages) before norm and epilogue reads
   }
+  // The weight stream is issued and consumed: the next kernel may start streaming its own.
+  allow_next_grid();
 
   __syncthreads();  // all stages consumed: the pipeline memory now holds the partial sums
   float* part = reinterpret_cast<float*>(smem);  // [NT][MT][4][32]
@@ -822,18 +819,17 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
     using Pipe = CtaPipe<T, MT, RT, WARPS>;
     auto* kernel = skinny_gemm_cta_kernel<T, MT, RT, WARPS, Epilogue>;
     static KernelSupportCache cache;  // one per instance
-    const KernelSupport support =
-        cache.get(reinterpret_cast<const void*>(kernel), Pipe::smem_bytes(MT * 8, kMaxCtaStages));
+    const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::smem_bytes(MT * 8));
     if (!support.status.ok()) return support.status;
     if (!support.clusters) return needs_sm90(v);
     LaunchAttrs attrs(v.k_split, options.pdl);
     config.gridDim = dim3(static_cast<unsigned>((row_tiles + Pipe::kTiles - 1) / Pipe::kTiles * v.k_split));
     config.blockDim = dim3((WARPS + 1) * 32);
-    config.dynamicSmemBytes = Pipe::smem_bytes(in.m, v.stages);
+    config.dynamicSmemBytes = Pipe::smem_bytes(in.m);
     config.attrs = attrs.attrs;
     config.numAttrs = attrs.count;
     FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
-                                          v.k_split, v.stages, norm, epi));
+                                          v.k_split, norm, epi));
     return Status();
   }
   using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
@@ -861,10 +857,6 @@ Status launch_variant(const PackedWeight& w, const SkinnyInput& in, const Skinny
   if (v.k_split < 1 || v.k_split > 8)
     return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(), ": k_split=", v.k_split,
                                  " (supported: 1..8, the portable cluster size)"));
-  const bool cta = v.pipeline == SkinnyPipeline::kCtaSplitRows;
-  if (cta ? v.stages < 2 || v.stages > kMaxCtaStages : v.stages != 4)
-    return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(), ": stages=", v.stages,
-                                 " (supported: 2..", kMaxCtaStages, " for the CTA pipeline, 4 for the warp pipeline)"));
   const int shape = v.row_tiles * 100 + v.warps;
   if (v.pipeline == SkinnyPipeline::kCtaSplitRows) {
     switch (shape) {
@@ -923,7 +915,6 @@ std::string SkinnyGemmVariant::name() const {
   std::string n = str_cat("rt", row_tiles, "_w", warps);
   if (k_split != 1) n += str_cat("_k", k_split);
   if (pipeline == SkinnyPipeline::kCtaSplitRows) n += "_cta";
-  if (stages != 4) n += str_cat("_s", stages);
   return n;
 }
 
@@ -935,10 +926,6 @@ std::vector<SkinnyGemmVariant> skinny_gemm_variants() {
   for (int k_split : {1, 2, 4, 8})
     for (auto [row_tiles, warps] : {std::pair{1, 4}, std::pair{2, 4}, std::pair{1, 8}, std::pair{2, 8}, std::pair{4, 4}})
       v.push_back({row_tiles, warps, k_split, SkinnyPipeline::kCtaSplitRows});
-  // Deeper streams for the CTA pipelines that keep several CTAs per SM.
-  for (int k_split : {1, 2, 4, 8})
-    for (auto [row_tiles, warps] : {std::pair{1, 4}, std::pair{2, 4}, std::pair{1, 8}})
-      v.push_back({row_tiles, warps, k_split, SkinnyPipeline::kCtaSplitRows, 6});
   return v;
 }
 

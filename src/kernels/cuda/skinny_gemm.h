@@ -1,8 +1,9 @@
 #pragma once
 // Small-batch GEMM for decode (m <= 16 tokens): out[m][n] = sum_k x[m][k] * W[n][k] with W in the
 // tensor-core fragment layout of kernels/mma_packing.h, followed by a fused epilogue. The kernel is a
-// weight streamer: each weight byte is read once per step with 16-byte coalesced copies, several
-// stages in flight per warp, while mma.sync does the arithmetic for up to 16 tokens at no extra cost.
+// weight streamer: each weight byte is read once per step through a multi-stage shared-memory
+// pipeline (per warp with cp.async, or per CTA with bulk copies), while mma.sync does the arithmetic
+// for up to 16 tokens at no extra cost. Variants, measurements: docs/kernels/skinny_gemm.md.
 //
 // Determinism: K is cut at boundaries that depend only on K and the variant (first across the CTAs
 // of a cluster, then across the warps of a CTA); partial sums are added in warp order, then in
@@ -66,8 +67,7 @@ struct SkinnyGemmVariant {
   int warps = 8;
   int k_split = 1;
   SkinnyPipeline pipeline = SkinnyPipeline::kWarpSplitK;
-  int stages = 4;  // weight stages in flight per CTA pipeline (2..8); the warp pipeline has 4
-  std::string name() const;  // "rt4_w4", "rt4_w4_k8", "rt1_w4_k2_cta", "rt1_w4_k2_cta_s6"
+  std::string name() const;  // "rt4_w4", "rt4_w4_k8", "rt1_w4_k2_cta"
 };
 // Every supported variant.
 std::vector<SkinnyGemmVariant> skinny_gemm_variants();
