@@ -1,4 +1,5 @@
-// Small-batch fused GEMM kernels against the CPU reference ops, plus bitwise batch invariance.
+// Small-batch fused GEMM kernels against the CPU reference ops, for every variant and epilogue, plus
+// bitwise batch invariance, run-to-run determinism and PDL / graph-capture equivalence.
 // Tolerances: the kernels multiply bf16/f16 values exactly and accumulate in fp32, so against an
 // fp32 reference on the same rounded inputs the relative error stays near 1e-5; outputs stored in
 // bf16 add one rounding (2^-8 relative).
@@ -9,10 +10,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <vector>
 
+#include "bench/peak_bandwidth.h"
 #include "core/dtype.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/skinny_gemm.h"
@@ -130,17 +136,29 @@ struct Shape {
   int64_t rows, cols;
 };
 
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+template <class T>
+bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+// Rows not a multiple of 16, K not a multiple of 16 (130: 4-byte aligned input rows; 1030 and 30:
+// 16-byte aligned rows whose last 16-byte chunk is partly past K), K shorter than one warp's share.
 TEST(SkinnyGemm, StoreMatchesReferenceForEveryVariantAndBatch) {
   REQUIRE_GPU();
   for (DType t : {DType::BF16, DType::F16})
-    for (Shape s : {Shape{64, 64}, Shape{200, 130}, Shape{1000, 2048}, Shape{384, 4096}}) {
+    for (Shape s : {Shape{64, 64}, Shape{200, 130}, Shape{1000, 2048}, Shape{384, 4096}, Shape{100, 1030},
+                    Shape{40, 30}}) {
       TestWeight w(s.rows, s.cols, t);
       for (int m : {1, 3, 8, 9, 16}) {
         const int64_t stride = s.cols + (s.cols % 4 == 0 ? 0 : 2);
         TestInput in(m, s.cols, t, stride);
         const auto want = reference_matmul(in.host, m, w.host, s.rows, s.cols);
+        DeviceBuffer<float> out(m * s.rows);
         for (const auto& v : skinny_gemm_variants()) {
-          DeviceBuffer<float> out(m * s.rows);
           out.poison();
           STATUS_OK(skinny_gemm_store(w.view, in.view, SkinnyNorm{}, out.ptr, DType::F32, s.rows, v, nullptr));
           CUDA_OK(cudaDeviceSynchronize());
@@ -151,31 +169,100 @@ TEST(SkinnyGemm, StoreMatchesReferenceForEveryVariantAndBatch) {
     }
 }
 
+// Token i of a batch of 16 gives the same bits as token i alone or in a batch of 3, 8 or 9.
 TEST(SkinnyGemm, ResultOfATokenIsBitwiseIndependentOfTheBatch) {
   REQUIRE_GPU();
   const DType t = DType::BF16;
-  const int64_t rows = 512, cols = 4096;
-  TestWeight w(rows, cols, t);
-  TestInput in(16, cols, t, cols);
-  for (const auto& v : skinny_gemm_variants()) {
-    DeviceBuffer<float> full(16 * rows);
-    STATUS_OK(skinny_gemm_store(w.view, in.view, SkinnyNorm{}, full.ptr, DType::F32, rows, v, nullptr));
-    const auto batch = full.download();
-    for (int tok : {0, 5, 8, 15}) {
-      for (int m : {1, 8, 9}) {
-        if (tok >= m && m != 1) continue;
-        // Run a batch of m tokens whose row `row_in_batch` is token `tok`.
-        const int row_in_batch = m == 1 ? 0 : tok;
-        const auto* base = static_cast<const uint16_t*>(in.view.x) + (tok - row_in_batch) * cols;
-        DeviceBuffer<float> part(m * rows);
-        STATUS_OK(skinny_gemm_store(w.view, SkinnyInput{base, cols, m}, SkinnyNorm{}, part.ptr, DType::F32, rows, v, nullptr));
-        const auto got = part.download();
-        for (int64_t r = 0; r < rows; ++r)
-          ASSERT_EQ(std::memcmp(&got[row_in_batch * rows + r], &batch[tok * rows + r], 4), 0)
-              << v.name() << " token " << tok << " in a batch of " << m << " row " << r;
+  for (Shape s : {Shape{512, 4096}, Shape{200, 1030}}) {
+    const int64_t rows = s.rows, cols = s.cols;
+    TestWeight w(rows, cols, t);
+    TestInput in(16, cols, t, cols + cols % 8);
+    const int64_t stride = in.view.stride;
+    for (const auto& v : skinny_gemm_variants()) {
+      DeviceBuffer<float> full(16 * rows);
+      STATUS_OK(skinny_gemm_store(w.view, in.view, SkinnyNorm{}, full.ptr, DType::F32, rows, v, nullptr));
+      const auto batch = full.download();
+      for (int tok : {0, 2, 5, 8, 15}) {
+        for (int m : {1, 3, 8, 9}) {
+          if (tok >= m && m != 1) continue;
+          // Run a batch of m tokens whose row `row_in_batch` is token `tok`.
+          const int row_in_batch = m == 1 ? 0 : tok;
+          const auto* base = static_cast<const uint16_t*>(in.view.x) + (tok - row_in_batch) * stride;
+          DeviceBuffer<float> part(m * rows);
+          STATUS_OK(skinny_gemm_store(w.view, SkinnyInput{base, stride, m}, SkinnyNorm{}, part.ptr, DType::F32, rows, v,
+                                      nullptr));
+          const auto got = part.download();
+          for (int64_t r = 0; r < rows; ++r)
+            ASSERT_EQ(std::memcmp(&got[row_in_batch * rows + r], &batch[tok * rows + r], 4), 0)
+                << v.name() << " " << rows << "x" << cols << " token " << tok << " in a batch of " << m << " row " << r;
+        }
       }
     }
   }
+}
+
+TEST(SkinnyGemm, RepeatedRunsAreBitwiseIdentical) {
+  REQUIRE_GPU();
+  const int64_t rows = 1000, cols = 4096;
+  TestWeight w(rows, cols, DType::BF16);
+  TestInput in(16, cols, DType::BF16, cols);
+  for (const auto& v : skinny_gemm_variants()) {
+    DeviceBuffer<float> out(16 * rows);
+    STATUS_OK(skinny_gemm_store(w.view, in.view, SkinnyNorm{}, out.ptr, DType::F32, rows, v, nullptr));
+    const auto first = out.download();
+    for (int rep = 0; rep < 4; ++rep) {
+      out.poison();
+      STATUS_OK(skinny_gemm_store(w.view, in.view, SkinnyNorm{}, out.ptr, DType::F32, rows, v, nullptr));
+      ASSERT_TRUE(bitwise_equal(out.download(), first)) << v.name() << " run " << rep;
+    }
+  }
+}
+
+TEST(SkinnyGemm, UnsupportedVariantsReturnAnError) {
+  REQUIRE_GPU();
+  TestWeight w(64, 64, DType::BF16);
+  TestInput in(1, 64, DType::BF16, 64);
+  DeviceBuffer<float> out(64);
+  for (SkinnyGemmVariant v :
+       {SkinnyGemmVariant{3, 8, 1}, SkinnyGemmVariant{4, 16, 1}, SkinnyGemmVariant{4, 4, 0}, SkinnyGemmVariant{4, 4, 9},
+        SkinnyGemmVariant{4, 8, 1, SkinnyPipeline::kCtaSplitRows}}) {
+    const Status s = skinny_gemm_store(w.view, in.view, SkinnyNorm{}, out.ptr, DType::F32, 64, v, nullptr);
+    EXPECT_FALSE(s.ok()) << v.name();
+    EXPECT_NE(s.message().find("unsupported"), std::string::npos) << s.message();
+  }
+  int device = 0, major = 0;
+  CUDA_OK(cudaGetDevice(&device));
+  CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (!skinny_gemm_clusters_supported()) {
+    for (SkinnyGemmVariant v : {SkinnyGemmVariant{4, 4, 2}, SkinnyGemmVariant{2, 4, 1, SkinnyPipeline::kCtaSplitRows}}) {
+      const Status s = skinny_gemm_store(w.view, in.view, SkinnyNorm{}, out.ptr, DType::F32, 64, v, nullptr);
+      EXPECT_FALSE(s.ok());
+      EXPECT_NE(s.message().find("cluster"), std::string::npos) << s.message();
+    }
+  } else {
+    EXPECT_GE(major, 9);
+  }
+}
+
+// The plan's choice: a registered variant, never a K split without clusters.
+TEST(SkinnyGemm, DefaultVariantIsARegisteredVariant) {
+  const auto all = skinny_gemm_variants();
+  const Shape shapes[] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096},
+                          {3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192},  {32000, 2048},
+                          {48, 64},     {16, 16}};
+  for (Shape s : shapes)
+    for (bool clusters : {false, true})
+      for (int sms : {1, 108, 132}) {
+        const SkinnyGemmVariant v = default_skinny_variant(s.rows, s.cols, sms, clusters);
+        const bool known = std::any_of(all.begin(), all.end(), [&](const SkinnyGemmVariant& a) {
+          return a.name() == v.name();
+        });
+        EXPECT_TRUE(known) << v.name() << " for " << s.rows << "x" << s.cols;
+        if (!clusters) {
+          EXPECT_EQ(v.k_split, 1) << s.rows << "x" << s.cols;
+          EXPECT_EQ(v.pipeline, SkinnyPipeline::kWarpSplitK) << s.rows << "x" << s.cols;
+        }
+      }
 }
 
 TEST(SkinnyGemm, NormPrologueAndResidualEpilogueChain) {
@@ -210,19 +297,6 @@ TEST(SkinnyGemm, NormPrologueAndResidualEpilogueChain) {
     }
     auto resid2 = random_values(m * out_rows, 1.0f);
     auto g_next = rounded(random_values(out_rows, 1.0f), t);
-    DeviceBuffer<float> resid2_dev(m * out_rows);
-    resid2_dev.upload(resid2);
-    DeviceBuffer<float> g_next_dev(out_rows);
-    DeviceBuffer<uint16_t> xg_out(m * out_rows);
-    g_next_dev.upload(g_next);
-    xg_out.poison();
-    DeviceBuffer<float> partials_out(m * mma_tiles(out_rows));
-    partials_out.poison();
-    SkinnyResidualOut out{resid2_dev.ptr, out_rows, g_next_dev.ptr, xg_out.ptr, out_rows, partials_out.ptr};
-    STATUS_OK(skinny_gemm_residual(w.view, SkinnyInput{xg_dev.ptr, hidden, m},
-                                   SkinnyNorm{partials_dev.ptr, static_cast<int>(tiles), static_cast<int>(hidden), eps},
-                                   out, SkinnyGemmVariant{2, 4}, nullptr));
-    CUDA_OK(cudaDeviceSynchronize());
     std::vector<float> want_resid(m * out_rows), want_xg(m * out_rows), want_part(m * mma_tiles(out_rows), 0.0f);
     for (int i = 0; i < m; ++i)
       for (int64_t r = 0; r < out_rows; ++r) {
@@ -231,11 +305,27 @@ TEST(SkinnyGemm, NormPrologueAndResidualEpilogueChain) {
         want_xg[i * out_rows + r] = v * g_next[r];
         want_part[i * mma_tiles(out_rows) + r / 16] += v * v;
       }
-    EXPECT_LE(rel_err(resid2_dev.download(), want_resid), 1e-5) << dtype_name(t);
-    std::vector<float> got_xg;
-    for (uint16_t b : xg_out.download()) got_xg.push_back(bits_to_float(b, t));
-    EXPECT_LE(rel_err(got_xg, want_xg), t == DType::BF16 ? 5e-3 : 1e-3) << dtype_name(t);
-    EXPECT_LE(rel_err(partials_out.download(), want_part), 1e-5) << dtype_name(t);
+    DeviceBuffer<float> resid2_dev(m * out_rows);
+    DeviceBuffer<float> g_next_dev(out_rows);  // the norm weights stay fp32
+    DeviceBuffer<uint16_t> xg_out(m * out_rows);
+    g_next_dev.upload(g_next);
+    DeviceBuffer<float> partials_out(m * mma_tiles(out_rows));
+    for (const auto& variant : skinny_gemm_variants()) {
+      resid2_dev.upload(resid2);
+      xg_out.poison();
+      partials_out.poison();
+      SkinnyResidualOut out{resid2_dev.ptr, out_rows, g_next_dev.ptr, xg_out.ptr, out_rows, partials_out.ptr};
+      STATUS_OK(skinny_gemm_residual(w.view, SkinnyInput{xg_dev.ptr, hidden, m},
+                                     SkinnyNorm{partials_dev.ptr, static_cast<int>(tiles), static_cast<int>(hidden), eps},
+                                     out, variant, nullptr));
+      CUDA_OK(cudaDeviceSynchronize());
+      const std::string what = std::string(dtype_name(t)) + " " + variant.name();
+      EXPECT_LE(rel_err(resid2_dev.download(), want_resid), 1e-5) << what;
+      std::vector<float> got_xg;
+      for (uint16_t b : xg_out.download()) got_xg.push_back(bits_to_float(b, t));
+      EXPECT_LE(rel_err(got_xg, want_xg), t == DType::BF16 ? 5e-3 : 1e-3) << what;
+      EXPECT_LE(rel_err(partials_out.download(), want_part), 1e-5) << what;
+    }
   }
 }
 
@@ -272,9 +362,6 @@ TEST(SkinnyGemm, QkvRopeWritesRotatedQueryAndPagedCache) {
       PagedKvLayout layout{block_size, kv_heads, head_dim};
       DeviceBuffer<uint16_t> kcache(num_blocks * layout.block_elems()), vcache(num_blocks * layout.block_elems());
       DeviceBuffer<uint16_t> q(m * q_dim);
-      kcache.poison();
-      vcache.poison();
-      q.poison();
       SkinnyQkvOut out;
       out.q = q.ptr;
       out.q_stride = q_dim;
@@ -284,8 +371,6 @@ TEST(SkinnyGemm, QkvRopeWritesRotatedQueryAndPagedCache) {
       out.n_heads = heads;
       out.n_kv_heads = kv_heads;
       out.head_dim = head_dim;
-      STATUS_OK(skinny_gemm_qkv_rope(w.view, in.view, SkinnyNorm{}, out, SkinnyGemmVariant{1, 8}, nullptr));
-      CUDA_OK(cudaDeviceSynchronize());
       // Reference: the plain projection (w.host is in source row order), then the CPU RoPE.
       const auto y = reference_matmul(in.host, m, w.host, rows, hidden);
       std::vector<float> qr(m * q_dim), kr(m * kv_dim), vr(m * kv_dim);
@@ -296,22 +381,30 @@ TEST(SkinnyGemm, QkvRopeWritesRotatedQueryAndPagedCache) {
       }
       cpu::rope(qr.data(), m, heads, head_dim, positions.data(), inv_freq.data());
       cpu::rope(kr.data(), m, kv_heads, head_dim, positions.data(), inv_freq.data());
-      std::vector<float> got_q, got_k, got_v;
-      for (uint16_t b : q.download()) got_q.push_back(bf16_bits_to_f32(b));
-      const auto kc = kcache.download(), vc = vcache.download();
-      for (int i = 0; i < m; ++i)
-        for (int h = 0; h < kv_heads; ++h) {
-          const int p = positions[i];
-          const int64_t off = layout.offset(tables[i * max_blocks + p / block_size], h, p % block_size);
-          for (int d = 0; d < head_dim; ++d) {
-            got_k.push_back(bf16_bits_to_f32(kc[off + d]));
-            got_v.push_back(bf16_bits_to_f32(vc[off + d]));
+      for (const auto& variant : skinny_gemm_variants()) {
+        kcache.poison();
+        vcache.poison();
+        q.poison();
+        STATUS_OK(skinny_gemm_qkv_rope(w.view, in.view, SkinnyNorm{}, out, variant, nullptr));
+        CUDA_OK(cudaDeviceSynchronize());
+        std::vector<float> got_q, got_k, got_v;
+        for (uint16_t b : q.download()) got_q.push_back(bf16_bits_to_f32(b));
+        const auto kc = kcache.download(), vc = vcache.download();
+        for (int i = 0; i < m; ++i)
+          for (int h = 0; h < kv_heads; ++h) {
+            const int p = positions[i];
+            const int64_t off = layout.offset(tables[i * max_blocks + p / block_size], h, p % block_size);
+            for (int d = 0; d < head_dim; ++d) {
+              got_k.push_back(bf16_bits_to_f32(kc[off + d]));
+              got_v.push_back(bf16_bits_to_f32(vc[off + d]));
+            }
           }
-        }
-      const std::string what = "head_dim " + std::to_string(head_dim) + " heads " + std::to_string(heads) + "/" + std::to_string(kv_heads);
-      EXPECT_LE(rel_err(got_q, qr), 5e-3) << what;
-      EXPECT_LE(rel_err(got_k, kr), 5e-3) << what;
-      EXPECT_LE(rel_err(got_v, vr), 5e-3) << what;
+        const std::string what = "head_dim " + std::to_string(head_dim) + " heads " + std::to_string(heads) + "/" +
+                                 std::to_string(kv_heads) + " " + variant.name();
+        EXPECT_LE(rel_err(got_q, qr), 5e-3) << what;
+        EXPECT_LE(rel_err(got_k, kr), 5e-3) << what;
+        EXPECT_LE(rel_err(got_v, vr), 5e-3) << what;
+      }
     }
 }
 
@@ -323,59 +416,376 @@ TEST(SkinnyGemm, GateUpSwiglu) {
     const auto map = gate_up_row_map(ffn);
     TestWeight w(2 * ffn, hidden, t, map);
     TestInput in(m, hidden, t, hidden);
-    DeviceBuffer<uint16_t> act(m * ffn);
-    act.poison();
-    STATUS_OK(skinny_gemm_swiglu(w.view, in.view, SkinnyNorm{}, SkinnySwigluOut{act.ptr, ffn, ffn}, SkinnyGemmVariant{2, 8}, nullptr));
-    CUDA_OK(cudaDeviceSynchronize());
     // w.host is in source row order ([gate; up]); the map only reorders rows when packing.
     const auto y = reference_matmul(in.host, m, w.host, 2 * ffn, hidden);
     std::vector<float> want(m * ffn);
     for (int i = 0; i < m; ++i) cpu::swiglu(&y[i * 2 * ffn], &y[i * 2 * ffn + ffn], ffn, &want[i * ffn]);
-    std::vector<float> got;
-    for (uint16_t b : act.download()) got.push_back(bf16_bits_to_f32(b));
-    EXPECT_LE(rel_err(got, want), 5e-3) << "ffn " << ffn;
+    DeviceBuffer<uint16_t> act(m * ffn);
+    for (const auto& variant : skinny_gemm_variants()) {
+      act.poison();
+      STATUS_OK(skinny_gemm_swiglu(w.view, in.view, SkinnyNorm{}, SkinnySwigluOut{act.ptr, ffn, ffn}, variant, nullptr));
+      CUDA_OK(cudaDeviceSynchronize());
+      std::vector<float> got;
+      for (uint16_t b : act.download()) got.push_back(bf16_bits_to_f32(b));
+      EXPECT_LE(rel_err(got, want), 5e-3) << "ffn " << ffn << " " << variant.name();
+    }
   }
 }
 
-// Not a pass/fail check: prints achieved bandwidth of each variant at Llama-3.1-8B decode shapes.
-TEST(SkinnyGemmTiming, Llama8BShapes) {
+// A decode-like chain on one stream, each kernel reading what the previous one wrote (the residual
+// stream, the normed copy and its partial sums, the SwiGLU activations) or writing what it read,
+// repeated three times. Launched as:
+// plain launches, PDL launches, PDL launches with one plain launch in between (as the attention
+// kernel sits between the GEMMs), and both captured into CUDA graphs. All must agree bitwise.
+TEST(SkinnyGemm, PdlAndGraphCaptureAreBitwiseEqualToPlainLaunches) {
   REQUIRE_GPU();
-  struct Case { const char* name; int64_t rows, cols; };
-  const Case cases[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
-  const int copies = 4;  // rotate weight copies so a 32 MB matrix is not served from the 50 MB L2
-  std::printf("%-8s %-4s %-7s %10s %10s\n", "shape", "m", "variant", "us", "GB/s");
-  for (const Case& c : cases) {
-    const size_t elems = mma_packed_elems(c.rows, c.cols);
-    std::vector<DeviceBuffer<uint16_t>*> ws;
-    for (int i = 0; i < copies; ++i) {
-      ws.push_back(new DeviceBuffer<uint16_t>(elems));
-      CUDA_OK(cudaMemset(ws.back()->ptr, 0x3c, elems * 2));  // finite nonzero values
+  const DType t = DType::BF16;
+  const int m = 9, hidden = 512, ffn = 688, vocab = 1000;
+  const int tiles = static_cast<int>(mma_tiles(hidden));
+  TestWeight wo(hidden, hidden, t), wdown(hidden, ffn, t), whead(vocab, hidden, t);
+  const auto map = gate_up_row_map(ffn);
+  TestWeight wgu(2 * ffn, hidden, t, map);
+  TestInput x0(m, hidden, t, hidden);
+  auto g1 = rounded(random_values(hidden, 1.0f), t), g2 = rounded(random_values(hidden, 1.0f), t);
+  DeviceBuffer<float> g1_dev(hidden), g2_dev(hidden);  // norm weights are fp32
+  g1_dev.upload(g1);
+  g2_dev.upload(g2);
+  const auto resid0 = random_values(m * hidden, 1.0f);
+  DeviceBuffer<float> resid(m * hidden), partials(m * tiles), logits(m * vocab);
+  DeviceBuffer<uint16_t> xg(m * hidden), act(m * ffn);
+  const SkinnyNorm norm{partials.ptr, tiles, hidden, 1e-5f};
+  const bool clusters = skinny_gemm_clusters_supported();
+  const SkinnyPipeline cta = clusters ? SkinnyPipeline::kCtaSplitRows : SkinnyPipeline::kWarpSplitK;
+  const SkinnyGemmVariant vo{4, 4, clusters ? 4 : 1}, vgu{2, 4, clusters ? 2 : 1, cta}, vdown{4, 8, clusters ? 8 : 1},
+      vhead{1, 4, 1, cta};
+
+  // pdl_mask bit i: launch GEMM i of the chain with PDL.
+  auto chain = [&](cudaStream_t stream, unsigned pdl_mask) -> Status {
+    for (int rep = 0; rep < 3; ++rep) {
+      auto opt = [&](int i) { return SkinnyGemmLaunch{((pdl_mask >> i) & 1u) != 0}; };
+      if (Status s = skinny_gemm_residual(wo.view, x0.view, SkinnyNorm{},
+                                          SkinnyResidualOut{resid.ptr, hidden, g1_dev.ptr, xg.ptr, hidden, partials.ptr},
+                                          vo, stream, opt(0));
+          !s.ok())
+        return s;
+      if (Status s = skinny_gemm_swiglu(wgu.view, SkinnyInput{xg.ptr, hidden, m}, norm,
+                                        SkinnySwigluOut{act.ptr, ffn, ffn}, vgu, stream, opt(1));
+          !s.ok())
+        return s;
+      if (Status s = skinny_gemm_residual(wdown.view, SkinnyInput{act.ptr, ffn, m}, SkinnyNorm{},
+                                          SkinnyResidualOut{resid.ptr, hidden, g2_dev.ptr, xg.ptr, hidden, partials.ptr},
+                                          vdown, stream, opt(2));
+          !s.ok())
+        return s;
+      if (Status s = skinny_gemm_store(whead.view, SkinnyInput{xg.ptr, hidden, m}, norm, logits.ptr, DType::F32, vocab,
+                                       vhead, stream, opt(3));
+          !s.ok())
+        return s;
     }
+    return Status();
+  };
+  struct Result {
+    std::vector<float> resid, logits;
+    std::vector<uint16_t> act;
+  };
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  auto run = [&](unsigned pdl_mask, bool graph, Result& r) {
+    resid.upload(resid0);
+    xg.poison();
+    act.poison();
+    partials.poison();
+    logits.poison();
+    CUDA_OK(cudaDeviceSynchronize());
+    if (graph) {
+      cudaGraph_t g;
+      cudaGraphExec_t exec;
+      CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      const Status s = chain(stream, pdl_mask);
+      CUDA_OK(cudaStreamEndCapture(stream, &g));
+      STATUS_OK(s);
+      CUDA_OK(cudaGraphInstantiate(&exec, g, 0));
+      CUDA_OK(cudaGraphLaunch(exec, stream));
+      CUDA_OK(cudaStreamSynchronize(stream));
+      CUDA_OK(cudaGraphExecDestroy(exec));
+      CUDA_OK(cudaGraphDestroy(g));
+    } else {
+      STATUS_OK(chain(stream, pdl_mask));
+      CUDA_OK(cudaStreamSynchronize(stream));
+    }
+    r.resid = resid.download();
+    r.logits = logits.download();
+    r.act = act.download();
+  };
+  Result plain;
+  run(0u, false, plain);
+  ASSERT_TRUE(std::all_of(plain.logits.begin(), plain.logits.end(), [](float v) { return std::isfinite(v); }));
+  struct Mode {
+    const char* name;
+    unsigned mask;
+    bool graph;
+  };
+  for (Mode mode : {Mode{"pdl", 0xfu, false}, Mode{"pdl, one plain launch between", 0xbu, false},
+                    Mode{"pdl graph", 0xfu, true}, Mode{"plain graph", 0u, true}}) {
+    Result r;
+    run(mode.mask, mode.graph, r);
+    EXPECT_TRUE(bitwise_equal(r.resid, plain.resid)) << mode.name << ": residual";
+    EXPECT_TRUE(bitwise_equal(r.logits, plain.logits)) << mode.name << ": logits";
+    EXPECT_TRUE(bitwise_equal(r.act, plain.act)) << mode.name << ": activations";
+  }
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timing. Not pass/fail checks: they print what each variant achieves, against the read peak
+// measured here, with weight copies rotated so that no launch finds its weights in L2.
+
+struct MatrixCase {
+  const char* name;
+  int64_t rows, cols;
+};
+
+double read_peak_gbs() {
+  static const double peak = [] {
+    try {
+      return bench::measure_cuda_peak(size_t{2} << 30, 5).read_gbs;
+    } catch (const std::exception& e) {
+      std::printf("read peak not measured: %s\n", e.what());
+      return 0.0;
+    }
+  }();
+  return peak;
+}
+
+int sm_count() {
+  int device = 0, sms = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  return sms;
+}
+
+// Enough copies that the rotation spans three times the L2 (50-60 MB on an H100/H200).
+int copies_for(size_t bytes) { return static_cast<int>(std::max<size_t>(2, (size_t{180} << 20) / bytes + 1)); }
+
+struct WeightCopies {
+  std::vector<std::unique_ptr<DeviceBuffer<uint16_t>>> copies;
+  WeightCopies(size_t elems, int n) {
+    for (int i = 0; i < n; ++i) {
+      copies.push_back(std::make_unique<DeviceBuffer<uint16_t>>(elems));
+      EXPECT_EQ(cudaMemset(copies.back()->ptr, 0x3c, elems * 2), cudaSuccess);  // finite nonzero values
+    }
+  }
+};
+
+// Best variant per matrix (m = 1, PDL launches) from time_matrices, for the layer chains.
+std::map<std::string, SkinnyGemmVariant>& measured_best() {
+  static std::map<std::string, SkinnyGemmVariant> best;
+  return best;
+}
+
+// Launches the same GEMM back to back over rotating weight copies; returns µs per launch.
+double time_store(const MatrixCase& c, const WeightCopies& ws, const SkinnyInput& in, float* out,
+                  const SkinnyGemmVariant& v, bool pdl, std::string& error) {
+  const int copies = static_cast<int>(ws.copies.size());
+  const int iters = std::max(40, 2 * copies);
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  for (int it = 0; it < iters + copies; ++it) {
+    if (it == copies) cudaEventRecord(start);
+    PackedWeight pw{ws.copies[it % copies]->ptr, DType::BF16, c.rows, c.cols};
+    if (Status st = skinny_gemm_store(pw, in, SkinnyNorm{}, out, DType::F32, c.rows, v, nullptr, SkinnyGemmLaunch{pdl});
+        !st.ok()) {
+      error = st.message();
+      break;
+    }
+  }
+  cudaEventRecord(stop);
+  cudaEventSynchronize(stop);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms * 1000.0 / iters;
+}
+
+void time_matrices(const char* model, const std::vector<MatrixCase>& cases) {
+  const double peak = read_peak_gbs();
+  const int sms = sm_count();
+  const bool clusters = skinny_gemm_clusters_supported();
+  std::printf("%s: read peak %.0f GB/s (bench::measure_cuda_peak), %d SMs, clusters %s\n", model, peak, sms,
+              clusters ? "yes" : "no");
+  std::printf("%-8s %-4s %-16s %9s %9s %9s %7s\n", "shape", "m", "variant", "us", "us(pdl)", "GB/s(pdl)", "peak%");
+  for (const MatrixCase& c : cases) {
+    const size_t elems = mma_packed_elems(c.rows, c.cols);
+    const size_t bytes = elems * 2;
+    WeightCopies ws(elems, copies_for(bytes));
+    const SkinnyGemmVariant def = default_skinny_variant(c.rows, c.cols, sms, clusters);
     for (int m : {1, 16}) {
       TestInput in(m, c.cols, DType::BF16, c.cols);
       DeviceBuffer<float> out(m * c.rows);
+      std::string best_name;
+      double best_us = 1e30, def_us = 0, def_pdl_us = 0;
       for (const auto& v : skinny_gemm_variants()) {
+        std::string error;
+        const double us = time_store(c, ws, in.view, out.ptr, v, false, error);
+        const double us_pdl = error.empty() ? time_store(c, ws, in.view, out.ptr, v, true, error) : 0;
+        if (!error.empty()) {
+          std::printf("%-8s %-4d %-16s not run: %s\n", c.name, m, v.name().c_str(), error.c_str());
+          continue;
+        }
+        const double gbs = bytes / (us_pdl * 1e3);
+        std::printf("%-8s %-4d %-16s %9.1f %9.1f %9.1f %6.1f%%\n", c.name, m, v.name().c_str(), us, us_pdl, gbs,
+                    peak > 0 ? 100.0 * gbs / peak : 0.0);
+        if (us_pdl < best_us) {
+          best_us = us_pdl;
+          best_name = v.name();
+          if (m == 1) measured_best()[std::string(model) + c.name] = v;
+        }
+        if (v.name() == def.name()) {
+          def_us = us;
+          def_pdl_us = us_pdl;
+        }
+      }
+      auto pct = [&](double us) { return us > 0 && peak > 0 ? 100.0 * bytes / (us * 1e3) / peak : 0.0; };
+      std::printf("%-8s %-4d best(pdl) %s %.1f us %.1f%%; default %s %.1f us %.1f%%, pdl %.1f us %.1f%%\n", c.name, m,
+                  best_name.c_str(), best_us, pct(best_us), def.name().c_str(), def_us, pct(def_us), def_pdl_us,
+                  pct(def_pdl_us));
+    }
+  }
+}
+
+TEST(SkinnyGemmTiming, Llama8BShapes) {
+  REQUIRE_GPU();
+  time_matrices("Llama-3.1-8B", {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}});
+}
+
+TEST(SkinnyGemmTiming, Llama1BShapes) {
+  REQUIRE_GPU();
+  time_matrices("Llama-3.2-1B", {{"qkv", 3072, 2048}, {"o", 2048, 2048}, {"gate_up", 16384, 2048}, {"down", 2048, 8192}});
+}
+
+// The four GEMMs of a layer back to back over many layers (distinct weights, so nothing comes from
+// L2), each with the default variant: plain launches against PDL launches, eager and as a graph.
+// The gap saved is the difference; bandwidth counts weight bytes only.
+void time_layer_chain(const char* model, const std::vector<MatrixCase>& cases, int layers, bool use_measured) {
+  const double peak = read_peak_gbs();
+  const int sms = sm_count();
+  const bool clusters = skinny_gemm_clusters_supported();
+  size_t layer_bytes = 0;
+  std::vector<std::unique_ptr<DeviceBuffer<uint16_t>>> weights;
+  std::vector<PackedWeight> views;
+  std::vector<SkinnyGemmVariant> variants;
+  int64_t max_rows = 0, max_cols = 0;
+  for (int l = 0; l < layers; ++l)
+    for (const MatrixCase& c : cases) {
+      const size_t elems = mma_packed_elems(c.rows, c.cols);
+      if (l == 0) layer_bytes += elems * 2;
+      weights.push_back(std::make_unique<DeviceBuffer<uint16_t>>(elems));
+      EXPECT_EQ(cudaMemset(weights.back()->ptr, 0x3c, elems * 2), cudaSuccess);
+      views.push_back(PackedWeight{weights.back()->ptr, DType::BF16, c.rows, c.cols});
+      const auto best = measured_best().find(std::string(model) + c.name);
+      variants.push_back(use_measured && best != measured_best().end() ? best->second
+                                                                        : default_skinny_variant(c.rows, c.cols, sms, clusters));
+      max_rows = std::max(max_rows, c.rows);
+      max_cols = std::max(max_cols, c.cols);
+    }
+  std::printf("%s layer chain: %d layers x %zu GEMMs, %.1f MB of weights per layer; %s variants:", model, layers,
+              cases.size(), layer_bytes / 1e6, use_measured ? "best measured" : "default");
+  for (size_t i = 0; i < cases.size(); ++i) std::printf(" %s=%s", cases[i].name, variants[i].name().c_str());
+  std::printf("\n%-4s %-14s %12s %10s %7s\n", "m", "launch", "us/layer", "GB/s", "peak%");
+  cudaStream_t stream;
+  EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  for (int m : {1, 16}) {
+    TestInput in(m, max_cols, DType::BF16, max_cols);
+    DeviceBuffer<float> out(m * max_rows);
+    auto chain = [&](bool pdl) -> Status {
+      for (size_t i = 0; i < views.size(); ++i)
+        if (Status s = skinny_gemm_store(views[i], SkinnyInput{in.view.x, max_cols, m}, SkinnyNorm{}, out.ptr, DType::F32,
+                                         max_rows, variants[i], stream, SkinnyGemmLaunch{pdl});
+            !s.ok())
+          return s;
+      return Status();
+    };
+    for (bool graph : {false, true})
+      for (bool pdl : {false, true}) {
+        cudaGraphExec_t exec = nullptr;
+        if (graph) {
+          cudaGraph_t g;
+          EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+          const Status s = chain(pdl);
+          EXPECT_EQ(cudaStreamEndCapture(stream, &g), cudaSuccess);
+          EXPECT_TRUE(s.ok()) << s.message();
+          EXPECT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+          cudaGraphDestroy(g);
+        }
+        auto once = [&] {
+          if (graph) {
+            EXPECT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+          } else {
+            const Status s = chain(pdl);
+            EXPECT_TRUE(s.ok()) << s.message();
+          }
+        };
+        once();  // warm-up
         cudaEvent_t start, stop;
         cudaEventCreate(&start);
         cudaEventCreate(&stop);
-        const int iters = 40;
-        for (int it = 0; it < iters + 4; ++it) {
-          if (it == 4) cudaEventRecord(start);
-          PackedWeight pw{ws[it % copies]->ptr, DType::BF16, c.rows, c.cols};
-          STATUS_OK(skinny_gemm_store(pw, in.view, SkinnyNorm{}, out.ptr, DType::F32, c.rows, v, nullptr));
-        }
-        cudaEventRecord(stop);
-        CUDA_OK(cudaEventSynchronize(stop));
+        const int reps = 5;
+        cudaEventRecord(start, stream);
+        for (int r = 0; r < reps; ++r) once();
+        cudaEventRecord(stop, stream);
+        cudaEventSynchronize(stop);
         float ms = 0;
         cudaEventElapsedTime(&ms, start, stop);
-        const double us = ms * 1000.0 / iters;
-        std::printf("%-8s %-4d %-7s %10.1f %10.1f\n", c.name, m, v.name().c_str(), us, elems * 2.0 / (us * 1e3));
+        const double us = ms * 1000.0 / (reps * layers), gbs = layer_bytes / (us * 1e3);
+        std::printf("%-4d %-14s %12.1f %10.1f %6.1f%%\n", m, graph ? (pdl ? "graph+pdl" : "graph") : (pdl ? "eager+pdl" : "eager"),
+                    us, gbs, peak > 0 ? 100.0 * gbs / peak : 0.0);
         cudaEventDestroy(start);
         cudaEventDestroy(stop);
+        if (exec) cudaGraphExecDestroy(exec);
       }
-    }
-    for (auto* w : ws) delete w;
   }
+  cudaStreamDestroy(stream);
+}
+
+TEST(SkinnyGemmTiming, Llama8BLayerChain) {
+  REQUIRE_GPU();
+  const std::vector<MatrixCase> cases = {
+      {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+  time_layer_chain("Llama-3.1-8B", cases, 8, false);
+  if (!measured_best().empty()) time_layer_chain("Llama-3.1-8B", cases, 8, true);
+}
+
+TEST(SkinnyGemmTiming, Llama1BLayerChain) {
+  REQUIRE_GPU();
+  const std::vector<MatrixCase> cases = {
+      {"qkv", 3072, 2048}, {"o", 2048, 2048}, {"gate_up", 16384, 2048}, {"down", 2048, 8192}};
+  time_layer_chain("Llama-3.2-1B", cases, 16, false);
+  if (!measured_best().empty()) time_layer_chain("Llama-3.2-1B", cases, 16, true);
+}
+
+// For a profiler: FUSELM_SKINNY_PROFILE="rows cols m variant" launches that one GEMM 8 times.
+TEST(SkinnyGemmTiming, DISABLED_ProfileOne) {
+  REQUIRE_GPU();
+  const char* spec = std::getenv("FUSELM_SKINNY_PROFILE");
+  if (spec == nullptr) GTEST_SKIP() << "set FUSELM_SKINNY_PROFILE=\"rows cols m variant\"";
+  long long rows = 0, cols = 0;
+  int m = 0;
+  char name[64] = {};
+  ASSERT_EQ(std::sscanf(spec, "%lld %lld %d %63s", &rows, &cols, &m, name), 4) << spec;
+  const auto all = skinny_gemm_variants();
+  const auto it = std::find_if(all.begin(), all.end(), [&](const SkinnyGemmVariant& v) { return v.name() == name; });
+  ASSERT_NE(it, all.end()) << name;
+  const size_t elems = mma_packed_elems(rows, cols);
+  WeightCopies ws(elems, copies_for(elems * 2));
+  TestInput in(m, cols, DType::BF16, cols);
+  DeviceBuffer<float> out(m * rows);
+  for (int i = 0; i < 8; ++i) {
+    PackedWeight pw{ws.copies[i % ws.copies.size()]->ptr, DType::BF16, rows, cols};
+    STATUS_OK(skinny_gemm_store(pw, in.view, SkinnyNorm{}, out.ptr, DType::F32, rows, *it, nullptr));
+  }
+  CUDA_OK(cudaDeviceSynchronize());
 }
 
 }  // namespace

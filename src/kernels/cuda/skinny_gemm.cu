@@ -1,7 +1,11 @@
 #include "kernels/cuda/skinny_gemm.h"
 
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <algorithm>
+#include <mutex>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/mma_packing.h"
@@ -30,19 +34,116 @@ __device__ __forceinline__ void mma_16x8x16<__half>(float (&d)[4], const uint4& 
       : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
 }
 
-// Weights are read exactly once per step: keep them out of L1 so activations stay there.
-__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
+// cp.async: global -> shared without registers, so the depth of the weight stream is bounded by
+// shared memory, not by the register file. Weights bypass L1 (.cg): each byte is read once.
+__device__ __forceinline__ uint32_t smem_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-template <typename T>
-__device__ __forceinline__ uint32_t load_pair(const T* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(smem_address(dst)), "l"(src) : "memory");
 }
+
+// Copies src_bytes (0..16) and zero-fills the rest of the 16 bytes.
+__device__ __forceinline__ void cp_async_16_zfill(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+
+// For activation rows that are only 4-byte aligned.
+__device__ __forceinline__ void cp_async_4_zfill(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_address(dst)), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Programmatic dependent launch (sm_90+). Without the launch attribute both are no-ops; the
+// compute_80 PTX build has neither, and the launcher never sets the attribute for it.
+__device__ __forceinline__ void wait_for_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void allow_next_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Thread-block clusters (sm_90+). The launcher refuses k_split > 1 for code without them, so the
+// compute_80 PTX build traps if it is ever reached.
+__device__ __forceinline__ void cluster_barrier() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cooperative_groups::this_cluster().sync();
+#else
+  __trap();
+#endif
+}
+
+// `p` (an address in this CTA's shared memory) in the shared memory of cluster rank `rank`.
+__device__ __forceinline__ const float* cluster_peer(float* p, int rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return cooperative_groups::this_cluster().map_shared_rank(p, static_cast<unsigned>(rank));
+#else
+  __trap();
+  return p;
+#endif
+}
+
+// mbarrier and bulk-copy (TMA) primitives, sm_90 only: the CTA pipeline's producer warp moves each
+// stage with one bulk copy per row tile and the consumers wait on the stage's barrier.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_address(bar)), "r"(bytes)
+               : "memory");
+}
+
+// Arrives on `bar` once all of this thread's earlier cp.async copies have landed.
+__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_address(bar)) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_address(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// Generic-proxy reads of a buffer are ordered before the bulk copy that overwrites it.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, int bytes, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          smem_address(dst)),
+      "l"(src), "r"(bytes), "r"(smem_address(bar))
+      : "memory");
+}
+#endif
 
 template <typename T>
 __device__ __forceinline__ float to_float(T v) {
@@ -200,22 +301,115 @@ struct SwigluEpilogue {
   }
 };
 
-// One CTA owns RT row tiles (16 rows each); its WARPS warps split K into fixed ranges, each warp
-// keeping U x RT 16-byte weight loads in flight, then warp 0 adds the partials in warp order and
+// The per-warp copy pipeline of one kernel instance, all in shared memory. A stage holds U k-tiles
+// of each of the CTA's RT row tiles (U * RT = 4: 2 KB of weights) and the same K range of the
+// activation rows; STAGES - 1 stages are in flight while one is multiplied, so every warp keeps
+// 6 KB of weights on the way without spending registers on them.
+template <typename T, int MT, int RT, int WARPS>
+struct SkinnyPipe {
+  static constexpr int kStageKTiles = RT >= 4 ? 1 : 4 / RT;  // U
+  static constexpr int kStages = 4;
+  static constexpr int kTokens = MT * 8;
+  // Activation row stride in the stage, in elements: +8 (16 bytes) puts the eight token rows that a
+  // B-fragment load touches in different banks, and keeps each row 16-byte aligned for cp.async.
+  static constexpr int kXStride = kStageKTiles * 16 + 8;
+  static constexpr int kWBytes = kStageKTiles * RT * 512;
+  static constexpr int kXBytes = kTokens * kXStride * static_cast<int>(sizeof(T));
+  static constexpr int kWarpBytes = kStages * (kWBytes + kXBytes);
+  // After the main loop the same memory holds every warp's accumulators and the CTA's sum of them.
+  static constexpr int kFrag = RT * MT * 4;  // accumulator values per lane
+  static constexpr int kReduceBytes = (WARPS + 1) * kFrag * 32 * static_cast<int>(sizeof(float));
+  static constexpr int kSmemBytes = WARPS * kWarpBytes > kReduceBytes ? WARPS * kWarpBytes : kReduceBytes;
+  static_assert(kWBytes % 16 == 0 && kXBytes % 16 == 0, "stages must stay 16-byte aligned");
+};
+
+// A cluster of k_split CTAs owns RT row tiles (16 rows each) and splits K into k_split fixed ranges;
+// inside a CTA the WARPS warps split the CTA's range again. Each warp streams its range through its
+// own cp.async pipeline (weights and activation rows), multiplying with mma.sync. The warps' partial
+// sums are added in warp order in shared memory; then row tile r is finished by CTA rank r % k_split,
+// which adds the CTAs' sums in rank order through distributed shared memory, scales by 1/rms and
 // runs the epilogue. MT = 8-token column tiles (1 for m <= 8, 2 for m <= 16).
-template <typename T, int MT, int RT, int WARPS, int U, class Epilogue>
+//
+// With programmatic dependent launch the prologue's weight copies run before griddepcontrol.wait:
+// weights are never written by an earlier kernel, everything else (activations, norm partials and
+// all the epilogue's reads and writes) comes after it.
+template <typename T, int MT, int RT, int WARPS, class Epilogue>
 __global__ void __launch_bounds__(WARPS * 32)
     skinny_gemm_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
-                       const T* __restrict__ x, int64_t x_stride, int m, SkinnyNorm norm, Epilogue epilogue) {
-  __shared__ float partial_acc[WARPS > 1 ? WARPS - 1 : 1][RT][MT][4][32];
+                       const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split, SkinnyNorm norm,
+                       Epilogue epilogue) {
+  using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
+  constexpr int U = Pipe::kStageKTiles, STAGES = Pipe::kStages, XS = Pipe::kXStride, kFrag = Pipe::kFrag;
+  extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float rstd[kSkinnyGemmMaxTokens];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
-  const int64_t tile0 = static_cast<int64_t>(blockIdx.x) * RT;
+  // Clusters are 1-D along x, so a CTA's rank in its cluster is blockIdx.x % k_split.
+  const int rank = static_cast<int>(blockIdx.x % k_split);
+  const int64_t tile0 = static_cast<int64_t>(blockIdx.x / k_split) * RT;
 
-  const int64_t per_warp = (k_tiles + WARPS - 1) / WARPS;
-  const int64_t k_begin = warp * per_warp;
-  const int64_t k_end = min(k_tiles, k_begin + per_warp);
+  // K ranges (in 16-wide k-tiles) depend on K, k_split and WARPS only, never on m.
+  const int64_t per_cta = (k_tiles + k_split - 1) / k_split;
+  const int64_t per_warp = (per_cta + WARPS - 1) / WARPS;
+  const int64_t k_begin = rank * per_cta + warp * per_warp;
+  const int64_t k_end = min(min(k_tiles, (rank + 1) * per_cta), k_begin + per_warp);
+  const int stages = k_end > k_begin ? static_cast<int>((k_end - k_begin + U - 1) / U) : 0;
+
+  unsigned char* pipe = smem + warp * Pipe::kWarpBytes;
+  uint4* wbuf = reinterpret_cast<uint4*>(pipe);                      // [STAGES][U][RT][32 lanes]
+  T* xbuf = reinterpret_cast<T*>(pipe + STAGES * Pipe::kWBytes);     // [STAGES][tokens][XS]
+
+  // Each lane copies, and later reads, only its own 16-byte fragment of each weight tile.
+  auto issue_weights = [&](int s) {
+    if (s >= stages) return;
+    uint4* dst = wbuf + (s % STAGES) * (U * RT * 32);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t kt = k_begin + static_cast<int64_t>(s) * U + u;
+      if (kt >= k_end) break;
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        const int64_t nt = tile0 + r;
+        if (nt < row_tiles) cp_async_16(dst + (u * RT + r) * 32 + lane, w + (nt * k_tiles + kt) * 32 + lane);
+      }
+    }
+  };
+  // Activation rows of the stage's K range; columns past K are zero-filled (the weights' padding is
+  // zero, but 0 * garbage could be NaN). Tokens >= m are never read.
+  auto issue_x = [&](int s) {
+    if (s >= stages) return;
+    T* dst = xbuf + (s % STAGES) * (Pipe::kTokens * XS);
+    const int64_t k0 = (k_begin + static_cast<int64_t>(s) * U) * 16;
+    if (x_vec16) {
+      for (int c = lane; c < m * U * 2; c += 32) {
+        const int tok = c / (U * 2), j = c % (U * 2);
+        const int64_t k = k0 + j * 8;
+        const int bytes = k >= cols ? 0 : cols - k >= 8 ? 16 : static_cast<int>(cols - k) * 2;
+        cp_async_16_zfill(dst + tok * XS + j * 8, x + tok * x_stride + (bytes > 0 ? k : 0), bytes);
+      }
+    } else {
+      for (int c = lane; c < m * U * 8; c += 32) {
+        const int tok = c / (U * 8), j = c % (U * 8);
+        const int64_t k = k0 + j * 2;
+        const int bytes = k < cols ? 4 : 0;
+        cp_async_4_zfill(dst + tok * XS + j * 2, x + tok * x_stride + (bytes > 0 ? k : 0), bytes);
+      }
+    }
+  };
+
+  // Groups in order: W0 .. W(STAGES-2), X(0 .. STAGES-2), then one group per later stage.
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    issue_weights(s);
+    cp_async_commit();
+  }
+  // Once a warp's last weight stage is issued the next kernel may start streaming its own weights
+  // (the first call in a CTA is the one that counts).
+  if (stages <= STAGES - 1) allow_next_grid();
+  wait_for_previous_grid();
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) issue_x(s);
+  cp_async_commit();
 
   float acc[RT][MT][4];
 #pragma unroll
@@ -225,43 +419,54 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[r][mt][i] = 0.0f;
 
-  for (int64_t kt = k_begin; kt < k_end; kt += U) {
-    uint4 a[U][RT];
-    uint32_t b[U][MT][2];
+  for (int s = 0; s < stages; ++s) {
+    __syncwarp();  // every lane has read stage s-1's activations before that buffer is refilled
+    issue_weights(s + STAGES - 1);
+    if (s + STAGES - 1 == stages - 1) allow_next_grid();
+    issue_x(s + STAGES - 1);
+    cp_async_commit();
+    // Stage 0 needs the prologue's activation group, which sits behind all prologue weight
+    // groups: wait for everything but the group just issued. Later stages: all but the newest
+    // STAGES - 1 groups.
+    if (s == 0) {
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<STAGES - 1>();
+    }
+    __syncwarp();  // activation chunks copied by other lanes are visible
+    const uint4* ws = wbuf + (s % STAGES) * (U * RT * 32);
+    const T* xs = xbuf + (s % STAGES) * (Pipe::kTokens * XS);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const bool in_range = kt + u < k_end;
-#pragma unroll
-      for (int r = 0; r < RT; ++r) {
-        const int64_t nt = tile0 + r;
-        a[u][r] = (in_range && nt < row_tiles) ? load_streaming(w + ((nt * k_tiles + kt + u) * 32 + lane))
-                                               : make_uint4(0, 0, 0, 0);
-      }
+      if (k_begin + static_cast<int64_t>(s) * U + u >= k_end) break;
+      uint32_t b[MT][2];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         const int tok = mt * 8 + g;
-        const int64_t k = (kt + u) * 16 + 2 * t;
-        const T* row = x + tok * x_stride;
-        b[u][mt][0] = (in_range && tok < m && k < cols) ? load_pair(row + k) : 0u;
-        b[u][mt][1] = (in_range && tok < m && k + 8 < cols) ? load_pair(row + k + 8) : 0u;
+        const T* row = xs + tok * XS + u * 16 + 2 * t;
+        b[mt][0] = tok < m ? *reinterpret_cast<const uint32_t*>(row) : 0u;
+        b[mt][1] = tok < m ? *reinterpret_cast<const uint32_t*>(row + 8) : 0u;
+      }
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        if (tile0 + r >= row_tiles) continue;
+        const uint4 a = ws[(u * RT + r) * 32 + lane];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) mma_16x8x16<T>(acc[r][mt], a, b[mt][0], b[mt][1]);
       }
     }
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int r = 0; r < RT; ++r)
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) mma_16x8x16<T>(acc[r][mt], a[u][r], b[u][mt][0], b[u][mt][1]);
   }
+  cp_async_wait<0>();
 
-  if (warp > 0) {
+  __syncthreads();  // every warp is done with its pipeline, whose memory now holds the reduction
+  float* red = reinterpret_cast<float*>(smem);  // [WARPS][kFrag][32]
+  float* part = red + WARPS * kFrag * 32;       // [kFrag][32]: this CTA's sum over its warps
 #pragma unroll
-    for (int r = 0; r < RT; ++r)
+  for (int r = 0; r < RT; ++r)
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) partial_acc[warp - 1][r][mt][i][lane] = acc[r][mt][i];
-  }
+      for (int i = 0; i < 4; ++i) red[(warp * kFrag + (r * MT + mt) * 4 + i) * 32 + lane] = acc[r][mt][i];
   // 1/rms per token from the previous kernel's per-tile sums of squares, in a fixed order.
   if (norm.partials != nullptr) {
     for (int tok = warp; tok < m; tok += WARPS) {
@@ -273,64 +478,415 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
   }
   __syncthreads();
-  if (warp != 0) return;
+  for (int e = threadIdx.x; e < kFrag * 32; e += WARPS * 32) {
+    float s = red[e];
+#pragma unroll
+    for (int w2 = 1; w2 < WARPS; ++w2) s += red[w2 * kFrag * 32 + e];
+    part[e] = s;
+  }
+  if (k_split > 1) {
+    cluster_barrier();  // every CTA's sum is in its shared memory and visible to the cluster
+  } else {
+    __syncthreads();
+  }
 
+  // Row tile r is finished by CTA rank r % k_split, warp (r / k_split) % WARPS: with RT >= 2 the
+  // epilogues of a cluster run in parallel.
 #pragma unroll
-  for (int w2 = 0; w2 < WARPS - 1; ++w2)
-#pragma unroll
-    for (int r = 0; r < RT; ++r)
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[r][mt][i] += partial_acc[w2][r][mt][i][lane];
-
-  if (norm.partials != nullptr) {
+  for (int r = 0; r < RT; ++r) {
+    if (r % k_split != rank || (r / k_split) % WARPS != warp) continue;
+    // Rank 0 + rank 1 + ... in that order, whichever rank adds them.
+    float c[MT][4];
+    const float* first = k_split > 1 ? cluster_peer(part, 0) : part;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int tok = frag_token(mt, t, i);
-        const float scale = tok < m ? rstd[tok] : 0.0f;
+      for (int i = 0; i < 4; ++i) c[mt][i] = first[((r * MT + mt) * 4 + i) * 32 + lane];
+    for (int q = 1; q < k_split; ++q) {
+      const float* peer = cluster_peer(part, q);
 #pragma unroll
-        for (int r = 0; r < RT; ++r) acc[r][mt][i] *= scale;
-      }
-  }
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-  for (int r = 0; r < RT; ++r) {
-    if (tile0 + r < row_tiles) epilogue.template apply<T, MT>(tile0 + r, g, t, acc[r], m);
+        for (int i = 0; i < 4; ++i) c[mt][i] += peer[((r * MT + mt) * 4 + i) * 32 + lane];
+    }
+    if (norm.partials != nullptr) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int tok = frag_token(mt, t, i);
+          c[mt][i] *= tok < m ? rstd[tok] : 0.0f;
+        }
+    }
+    if (tile0 + r < row_tiles) epilogue.template apply<T, MT>(tile0 + r, g, t, c, m);
   }
+  // A CTA's shared memory must outlive its peers' reads of it.
+  if (k_split > 1) cluster_barrier();
 }
 
+// ---------------------------------------------------------------------------------------------
+// CTA pipeline: the warps of a CTA split rows, not K. A CTA owns NT = RT * WARPS row tiles (warp w
+// owns tiles w*RT .. w*RT+RT-1) and the K range of its cluster rank; a producer warp streams
+// stages of U k-tiles of all NT row tiles (one bulk copy of U * 512 contiguous bytes per row tile)
+// plus the same K range of the activation rows, which every warp then reads: a token's activations
+// are read once per NT * 16 weight rows (at m = 16 that is 1/NT of the weight traffic, against 1/RT
+// when warps split K). Stage = 8 KB of weights, 4 stages.
+template <typename T, int MT, int RT, int WARPS>
+struct CtaPipe {
+  static constexpr int kTiles = RT * WARPS;
+  static constexpr int kStageKTiles = kTiles >= 16 ? 1 : 16 / kTiles;  // U
+  static constexpr int kStages = 4;
+  static constexpr int kXStride = kStageKTiles * 16 + 8;  // elements; +8 as in SkinnyPipe
+  static constexpr int kWBytes = kTiles * kStageKTiles * 512;
+  static constexpr int kPartBytes = kTiles * MT * 4 * 32 * static_cast<int>(sizeof(float));
+  static int smem_bytes(int m) {
+    const int pipe = kStages * (kWBytes + m * kXStride * static_cast<int>(sizeof(T)));
+    return pipe > kPartBytes ? pipe : kPartBytes;
+  }
+};
+
+template <typename T, int MT, int RT, int WARPS, class Epilogue>
+__global__ void __launch_bounds__((WARPS + 1) * 32)
+    skinny_gemm_cta_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
+                           const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split,
+                           SkinnyNorm norm, Epilogue epilogue) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Pipe = CtaPipe<T, MT, RT, WARPS>;
+  constexpr int NT = Pipe::kTiles, U = Pipe::kStageKTiles, STAGES = Pipe::kStages, XS = Pipe::kXStride;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ uint64_t full[STAGES], empty[STAGES];
+  __shared__ float rstd[kSkinnyGemmMaxTokens];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int rank = static_cast<int>(blockIdx.x % k_split);
+  const int64_t tile0 = static_cast<int64_t>(blockIdx.x / k_split) * NT;
+  const int tiles_here = static_cast<int>(min(static_cast<int64_t>(NT), row_tiles - tile0));
+  // The cluster rank's K range depends on K and k_split only, never on m.
+  const int64_t per_cta = (k_tiles + k_split - 1) / k_split;
+  const int64_t k_begin = rank * per_cta;
+  const int64_t k_end = min(k_tiles, k_begin + per_cta);
+  const int stages = k_end > k_begin ? static_cast<int>((k_end - k_begin + U - 1) / U) : 0;
+  uint4* wbuf = reinterpret_cast<uint4*>(smem);                      // [STAGES][NT][U][32 lanes]
+  T* xbuf = reinterpret_cast<T*>(smem + STAGES * Pipe::kWBytes);     // [STAGES][m][XS]
+
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&full[s], 33);         // the producer's expect_tx + one cp.async arrival per producer lane
+      mbar_init(&empty[s], WARPS);     // one release per consumer warp
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  float acc[RT][MT][4];
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][mt][i] = 0.0f;
+
+  if (warp == WARPS) {
+    // Producer. Weight stages first (they depend on no earlier kernel), then, after the previous
+    // grid is done, the activations of those stages; later stages wait for their buffer to be free.
+    auto issue_weights = [&](int s) {
+      const int b = s % STAGES;
+      const int64_t kt0 = k_begin + static_cast<int64_t>(s) * U;
+      const int n_k = static_cast<int>(min(static_cast<int64_t>(U), k_end - kt0));
+      mbar_arrive_expect_tx(&full[b], tiles_here * n_k * 512);
+      for (int j = 0; j < tiles_here; ++j)
+        bulk_copy(wbuf + (b * NT + j) * U * 32, w + ((tile0 + j) * k_tiles + kt0) * 32, n_k * 512, &full[b]);
+    };
+    auto issue_x = [&](int s) {
+      const int b = s % STAGES;
+      T* dst = xbuf + b * m * XS;
+      const int64_t k0 = (k_begin + static_cast<int64_t>(s) * U) * 16;
+      if (x_vec16) {
+        for (int c = lane; c < m * U * 2; c += 32) {
+          const int tok = c / (U * 2), j = c % (U * 2);
+          const int64_t k = k0 + j * 8;
+          const int bytes = k >= cols ? 0 : cols - k >= 8 ? 16 : static_cast<int>(cols - k) * 2;
+          cp_async_16_zfill(dst + tok * XS + j * 8, x + tok * x_stride + (bytes > 0 ? k : 0), bytes);
+        }
+      } else {
+        for (int c = lane; c < m * U * 8; c += 32) {
+          const int tok = c / (U * 8), j = c % (U * 8);
+          const int64_t k = k0 + j * 2;
+          const int bytes = k < cols ? 4 : 0;
+          cp_async_4_zfill(dst + tok * XS + j * 2, x + tok * x_stride + (bytes > 0 ? k : 0), bytes);
+        }
+      }
+      cp_async_mbar_arrive(&full[b]);
+    };
+    const int prologue = stages < STAGES ? stages : STAGES;
+    if (lane == 0)
+      for (int s = 0; s < prologue; ++s) issue_weights(s);
+    wait_for_previous_grid();
+    for (int s = 0; s < prologue; ++s) issue_x(s);
+    for (int s = STAGES; s < stages; ++s) {
+      const int b = s % STAGES;
+      mbar_wait(&empty[b], (s / STAGES - 1) & 1);
+      if (lane == 0) {
+        fence_proxy_async();
+        issue_weights(s);
+      }
+      issue_x(s);
+    }
+    cp_async_wait<0>();
+  } else {
+    // Consumers: each warp multiplies its own RT row tiles over the whole K range of the CTA.
+    for (int s = 0; s < stages; ++s) {
+      const int b = s % STAGES;
+      mbar_wait(&full[b], (s / STAGES) & 1);
+      const uint4* ws = wbuf + (b * NT + warp * RT) * U * 32;
+      const T* xs = xbuf + b * m * XS;
+      const int64_t kt0 = k_begin + static_cast<int64_t>(s) * U;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (kt0 + u >= k_end) break;
+        uint32_t bf[MT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          const int tok = mt * 8 + g;
+          const T* row = xs + tok * XS + u * 16 + 2 * t;
+          bf[mt][0] = tok < m ? *reinterpret_cast<const uint32_t*>(row) : 0u;
+          bf[mt][1] = tok < m ? *reinterpret_cast<const uint32_t*>(row + 8) : 0u;
+        }
+#pragma unroll
+        for (int r = 0; r < RT; ++r) {
+          if (warp * RT + r >= tiles_here) continue;
+          const uint4 a = ws[(r * U + u) * 32 + lane];
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) mma_16x8x16<T>(acc[r][mt], a, bf[mt][0], bf[mt][1]);
+        }
+      }
+      __syncwarp();  // every lane has read the stage before it is handed back
+      if (lane == 0) mbar_arrive(&empty[b]);
+    }
+    wait_for_previous_grid();  // (a no-op by now when the CTA has stages) before norm and epilogue reads
+  }
+  // The weight stream is issued and consumed: the next kernel may start streaming its own.
+  allow_next_grid();
+
+  __syncthreads();  // all stages consumed: the pipeline memory now holds the partial sums
+  float* part = reinterpret_cast<float*>(smem);  // [NT][MT][4][32]
+  if (warp < WARPS) {
+    if (k_split > 1) {
+#pragma unroll
+      for (int r = 0; r < RT; ++r)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) part[(((warp * RT + r) * MT + mt) * 4 + i) * 32 + lane] = acc[r][mt][i];
+    }
+    if (norm.partials != nullptr) {
+      for (int tok = warp; tok < m; tok += WARPS) {
+        float s = 0.0f;
+        for (int p = lane; p < norm.num_partials; p += 32) s += norm.partials[tok * norm.num_partials + p];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (lane == 0) rstd[tok] = rsqrtf(s / norm.dim + norm.eps);
+      }
+    }
+  }
+  if (k_split > 1) {
+    cluster_barrier();
+  } else {
+    __syncthreads();
+  }
+  if (warp < WARPS) {
+    // Tile j = warp * RT + r is finished by cluster rank j % k_split (by its warp `warp`), which
+    // adds rank 0 + rank 1 + ... in that order.
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      const int j = warp * RT + r;
+      if (j % k_split != rank || j >= tiles_here) continue;
+      float c[MT][4];
+      if (k_split == 1) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) c[mt][i] = acc[r][mt][i];
+      } else {
+        const float* first = cluster_peer(part, 0);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) c[mt][i] = first[((j * MT + mt) * 4 + i) * 32 + lane];
+        for (int q = 1; q < k_split; ++q) {
+          const float* peer = cluster_peer(part, q);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) c[mt][i] += peer[((j * MT + mt) * 4 + i) * 32 + lane];
+        }
+      }
+      if (norm.partials != nullptr) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int tok = frag_token(mt, t, i);
+            c[mt][i] *= tok < m ? rstd[tok] : 0.0f;
+          }
+      }
+      epilogue.template apply<T, MT>(tile0 + j, g, t, c, m);
+    }
+  }
+  if (k_split > 1) cluster_barrier();  // a CTA's shared memory must outlive its peers' reads of it
+#else
+  __trap();  // the launcher refuses the CTA pipeline without sm_90 code
+#endif
+}
+
+// Per device: whether the instance's shared-memory limit was raised and whether its code can run
+// clusters (an sm_90+ build; a compute_80 PTX JIT has no cluster path).
+struct KernelSupport {
+  Status status;
+  bool clusters = false;
+};
+
+KernelSupport query_kernel_support(const void* kernel, int smem_bytes) {
+  if (smem_bytes > 48 * 1024) {
+    Status s = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes),
+                           "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", __FILE__, __LINE__);
+    if (!s.ok()) return {s, false};
+  }
+  cudaFuncAttributes attr{};
+  if (Status s = cuda_status(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes", __FILE__, __LINE__); !s.ok())
+    return {s, false};
+  int device = 0, cluster_launch = 0;
+  if (Status s = cuda_status(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__); !s.ok()) return {s, false};
+  if (cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) != cudaSuccess) cluster_launch = 0;
+  return {Status(), cluster_launch != 0 && attr.ptxVersion >= 90 && attr.binaryVersion >= 90};
+}
+
+// Queried once per device and kernel instance, so that launches cost no driver queries.
+class KernelSupportCache {
+ public:
+  KernelSupport get(const void* kernel, int smem_bytes) {
+    int device = 0;
+    if (Status s = cuda_status(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__); !s.ok()) return {s, false};
+    if (device < 0 || device >= kMaxDevices)
+      return {Status::error(str_cat("skinny GEMM: device ", device, " out of range (max ", kMaxDevices, ")")), false};
+    std::call_once(once_[device], [&] { support_[device] = query_kernel_support(kernel, smem_bytes); });
+    return support_[device];
+  }
+
+ private:
+  static constexpr int kMaxDevices = 64;
+  KernelSupport support_[kMaxDevices];
+  std::once_flag once_[kMaxDevices];
+};
+
+// Fills the launch configuration shared by both pipelines: cluster dimension and PDL attribute.
+struct LaunchAttrs {
+  cudaLaunchAttribute attrs[2];
+  int count = 0;
+  LaunchAttrs(int k_split, bool pdl) {
+    if (k_split > 1) {
+      attrs[count].id = cudaLaunchAttributeClusterDimension;
+      attrs[count].val.clusterDim.x = static_cast<unsigned>(k_split);
+      attrs[count].val.clusterDim.y = 1;
+      attrs[count].val.clusterDim.z = 1;
+      ++count;
+    }
+    if (pdl) {
+      attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attrs[count].val.programmaticStreamSerializationAllowed = 1;
+      ++count;
+    }
+  }
+};
+
+Status needs_sm90(const SkinnyGemmVariant& v) {
+  return Status::error(str_cat("skinny GEMM: variant ", v.name(), " needs thread-block clusters and bulk copies (an "
+                               "sm_90+ GPU and a build with sm_90 code); this device or binary has none. HINT: use "
+                               "default_skinny_variant(rows, cols, sm_count, skinny_gemm_clusters_supported())"));
+}
+
+template <typename T, int MT, int RT, int WARPS, class Epilogue>
+Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm, const Epilogue& epi,
+                    const SkinnyGemmVariant& v, SkinnyGemmLaunch options, cudaStream_t stream) {
+  const int64_t row_tiles = mma_tiles(w.rows), k_tiles = mma_tiles(w.cols);
+  const bool x_vec16 = reinterpret_cast<uintptr_t>(in.x) % 16 == 0 && in.stride % 8 == 0;
+  const auto* wp = static_cast<const uint4*>(w.data);
+  const auto* xp = static_cast<const T*>(in.x);
+  cudaLaunchConfig_t config{};
+  config.stream = stream;
+  if (v.pipeline == SkinnyPipeline::kCtaSplitRows) {
+    using Pipe = CtaPipe<T, MT, RT, WARPS>;
+    auto* kernel = skinny_gemm_cta_kernel<T, MT, RT, WARPS, Epilogue>;
+    static KernelSupportCache cache;  // one per instance
+    const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::smem_bytes(MT * 8));
+    if (!support.status.ok()) return support.status;
+    if (!support.clusters) return needs_sm90(v);
+    LaunchAttrs attrs(v.k_split, options.pdl);
+    config.gridDim = dim3(static_cast<unsigned>((row_tiles + Pipe::kTiles - 1) / Pipe::kTiles * v.k_split));
+    config.blockDim = dim3((WARPS + 1) * 32);
+    config.dynamicSmemBytes = Pipe::smem_bytes(in.m);
+    config.attrs = attrs.attrs;
+    config.numAttrs = attrs.count;
+    FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
+                                          v.k_split, norm, epi));
+    return Status();
+  }
+  using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
+  auto* kernel = skinny_gemm_kernel<T, MT, RT, WARPS, Epilogue>;
+  static KernelSupportCache cache;  // one per instance
+  const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::kSmemBytes);
+  if (!support.status.ok()) return support.status;
+  if (v.k_split > 1 && !support.clusters) return needs_sm90(v);
+  // Without sm_90 code the kernel has no griddepcontrol and must not overlap its predecessor.
+  LaunchAttrs attrs(v.k_split, options.pdl && support.clusters);
+  config.gridDim = dim3(static_cast<unsigned>((row_tiles + RT - 1) / RT * v.k_split));
+  config.blockDim = dim3(WARPS * 32);
+  config.dynamicSmemBytes = Pipe::kSmemBytes;
+  config.attrs = attrs.attrs;
+  config.numAttrs = attrs.count;
+  FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
+                                        v.k_split, norm, epi));
+  return Status();
+}
+
+// The one dispatch point for the variant's compile-time shape (row tiles x warps).
 template <typename T, int MT, class Epilogue>
 Status launch_variant(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm, const Epilogue& epi,
-                      SkinnyGemmVariant v, cudaStream_t stream) {
-  const int64_t row_tiles = mma_tiles(w.rows), k_tiles = mma_tiles(w.cols);
-  const auto* wp = static_cast<const uint4*>(w.data);
-  const auto* x = static_cast<const T*>(in.x);
-  auto run = [&](auto kernel, int rt, int warps) {
-    const dim3 grid(static_cast<unsigned>((row_tiles + rt - 1) / rt));
-    kernel<<<grid, warps * 32, 0, stream>>>(wp, row_tiles, k_tiles, w.cols, x, in.stride, in.m, norm, epi);
-  };
-  if (v.row_tiles == 1 && v.warps == 4) {
-    run(skinny_gemm_kernel<T, MT, 1, 4, 8, Epilogue>, 1, 4);
-  } else if (v.row_tiles == 1 && v.warps == 8) {
-    run(skinny_gemm_kernel<T, MT, 1, 8, 8, Epilogue>, 1, 8);
-  } else if (v.row_tiles == 2 && v.warps == 4) {
-    run(skinny_gemm_kernel<T, MT, 2, 4, 4, Epilogue>, 2, 4);
-  } else if (v.row_tiles == 2 && v.warps == 8) {
-    run(skinny_gemm_kernel<T, MT, 2, 8, 4, Epilogue>, 2, 8);
-  } else {
-    return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(),
-                                 " (supported: rt1_w4, rt1_w8, rt2_w4, rt2_w8)"));
+                      const SkinnyGemmVariant& v, SkinnyGemmLaunch options, cudaStream_t stream) {
+  if (v.k_split < 1 || v.k_split > 8)
+    return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(), ": k_split=", v.k_split,
+                                 " (supported: 1..8, the portable cluster size)"));
+  const int shape = v.row_tiles * 100 + v.warps;
+  if (v.pipeline == SkinnyPipeline::kCtaSplitRows) {
+    switch (shape) {
+      case 104: return launch_shape<T, MT, 1, 4>(w, in, norm, epi, v, options, stream);
+      case 108: return launch_shape<T, MT, 1, 8>(w, in, norm, epi, v, options, stream);
+      case 204: return launch_shape<T, MT, 2, 4>(w, in, norm, epi, v, options, stream);
+      case 208: return launch_shape<T, MT, 2, 8>(w, in, norm, epi, v, options, stream);
+      case 404: return launch_shape<T, MT, 4, 4>(w, in, norm, epi, v, options, stream);
+      default:
+        return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(),
+                                     " (CTA pipeline: row_tiles x warps in 1x4, 1x8, 2x4, 2x8, 4x4; k_split 1..8)"));
+    }
   }
-  FUSELM_CUDA_RETURN_LAUNCH();
-  return Status();
+  switch (shape) {
+    case 104: return launch_shape<T, MT, 1, 4>(w, in, norm, epi, v, options, stream);
+    case 108: return launch_shape<T, MT, 1, 8>(w, in, norm, epi, v, options, stream);
+    case 204: return launch_shape<T, MT, 2, 4>(w, in, norm, epi, v, options, stream);
+    case 208: return launch_shape<T, MT, 2, 8>(w, in, norm, epi, v, options, stream);
+    case 404: return launch_shape<T, MT, 4, 4>(w, in, norm, epi, v, options, stream);
+    case 408: return launch_shape<T, MT, 4, 8>(w, in, norm, epi, v, options, stream);
+    default:
+      return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(),
+                                   " (supported: row_tiles 1, 2, 4 x warps 4, 8, any k_split 1..8)"));
+  }
 }
 
 // The one dispatch point for dtype and token-tile count.
 template <class Epilogue>
 Status launch(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm, const Epilogue& epi,
-              SkinnyGemmVariant v, cudaStream_t stream) {
+              const SkinnyGemmVariant& v, SkinnyGemmLaunch options, cudaStream_t stream) {
   if (in.m < 1 || in.m > kSkinnyGemmMaxTokens)
     return Status::error(str_cat("skinny GEMM: m=", in.m, " tokens (supported: 1..", kSkinnyGemmMaxTokens, ")"));
   if (w.cols % 2 != 0) return Status::error(str_cat("skinny GEMM: K=", w.cols, " must be even"));
@@ -343,11 +899,11 @@ Status launch(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& no
   const bool two_tiles = in.m > 8;
   switch (w.dtype) {
     case DType::BF16:
-      return two_tiles ? launch_variant<__nv_bfloat16, 2>(w, in, norm, epi, v, stream)
-                       : launch_variant<__nv_bfloat16, 1>(w, in, norm, epi, v, stream);
+      return two_tiles ? launch_variant<__nv_bfloat16, 2>(w, in, norm, epi, v, options, stream)
+                       : launch_variant<__nv_bfloat16, 1>(w, in, norm, epi, v, options, stream);
     case DType::F16:
-      return two_tiles ? launch_variant<__half, 2>(w, in, norm, epi, v, stream)
-                       : launch_variant<__half, 1>(w, in, norm, epi, v, stream);
+      return two_tiles ? launch_variant<__half, 2>(w, in, norm, epi, v, options, stream)
+                       : launch_variant<__half, 1>(w, in, norm, epi, v, options, stream);
     default:
       return Status::error(str_cat("skinny GEMM: unsupported weight dtype=", dtype_name(w.dtype), " (supported: bf16, f16)"));
   }
@@ -355,30 +911,74 @@ Status launch(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& no
 
 }  // namespace
 
-std::string SkinnyGemmVariant::name() const { return str_cat("rt", row_tiles, "_w", warps); }
+std::string SkinnyGemmVariant::name() const {
+  std::string n = str_cat("rt", row_tiles, "_w", warps);
+  if (k_split != 1) n += str_cat("_k", k_split);
+  if (pipeline == SkinnyPipeline::kCtaSplitRows) n += "_cta";
+  return n;
+}
 
-std::vector<SkinnyGemmVariant> skinny_gemm_variants() { return {{1, 4}, {1, 8}, {2, 4}, {2, 8}}; }
+std::vector<SkinnyGemmVariant> skinny_gemm_variants() {
+  std::vector<SkinnyGemmVariant> v;
+  for (int k_split : {1, 2, 4, 8})
+    for (int row_tiles : {1, 2, 4})
+      for (int warps : {4, 8}) v.push_back({row_tiles, warps, k_split});
+  for (int k_split : {1, 2, 4, 8})
+    for (auto [row_tiles, warps] : {std::pair{1, 4}, std::pair{2, 4}, std::pair{1, 8}, std::pair{2, 8}, std::pair{4, 4}})
+      v.push_back({row_tiles, warps, k_split, SkinnyPipeline::kCtaSplitRows});
+  return v;
+}
+
+bool skinny_gemm_clusters_supported() {
+  // Any cluster-capable instance answers for all: they are built for the same targets.
+  using Kernel = decltype(&skinny_gemm_kernel<__nv_bfloat16, 1, 4, 4, StoreEpilogue>);
+  Kernel kernel = skinny_gemm_kernel<__nv_bfloat16, 1, 4, 4, StoreEpilogue>;
+  static KernelSupportCache cache;
+  const KernelSupport support =
+      cache.get(reinterpret_cast<const void*>(kernel), SkinnyPipe<__nv_bfloat16, 1, 4, 4>::kSmemBytes);
+  return support.status.ok() && support.clusters;
+}
+
+SkinnyGemmVariant default_skinny_variant(int64_t rows, int64_t cols, int sm_count, bool clusters) {
+  (void)cols;  // K shapes the CTA's stream length, not the choice: k_split follows the row count alone
+  const int64_t row_tiles = mma_tiles(rows), sms = std::max(sm_count, 1);
+  if (!clusters) {
+    // Without sm_90 code only the warp pipeline runs, without K split: 4 row tiles per CTA for
+    // large matrices (activation traffic at m = 16 is a quarter of the weights'), 2 otherwise.
+    return SkinnyGemmVariant{row_tiles >= 8 * sms ? 4 : 2, 8, 1};
+  }
+  // The CTA pipeline with 4 row tiles per CTA (one per warp): the activations are staged once per
+  // 64 weight rows, so m = 16 costs little more than m = 1. K is split across a cluster until the
+  // grid has >= 2.5 CTAs per SM, enough 8 KB stages in flight to cover the memory latency.
+  SkinnyGemmVariant v{1, 4, 1, SkinnyPipeline::kCtaSplitRows};
+  const int64_t groups = (row_tiles + 3) / 4;
+  while (v.k_split < 8 && 2 * groups * v.k_split < 5 * sms) v.k_split *= 2;
+  return v;
+}
 
 Status skinny_gemm_store(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm, void* out,
-                         DType out_dtype, int64_t out_stride, SkinnyGemmVariant variant, cudaStream_t stream) {
+                         DType out_dtype, int64_t out_stride, SkinnyGemmVariant variant, cudaStream_t stream,
+                         SkinnyGemmLaunch launch_options) {
   if (out_dtype != DType::F32 && out_dtype != w.dtype)
     return Status::error(str_cat("skinny GEMM: output dtype ", dtype_name(out_dtype), " must be f32 or the weights' ",
                                  dtype_name(w.dtype)));
   if (out == nullptr || out_stride < w.rows) return Status::error("skinny GEMM: bad output buffer or stride");
-  return launch(w, in, norm, StoreEpilogue{out, out_dtype, out_stride, w.rows}, variant, stream);
+  return launch(w, in, norm, StoreEpilogue{out, out_dtype, out_stride, w.rows}, variant, launch_options, stream);
 }
 
 Status skinny_gemm_residual(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm,
-                            const SkinnyResidualOut& out, SkinnyGemmVariant variant, cudaStream_t stream) {
+                            const SkinnyResidualOut& out, SkinnyGemmVariant variant, cudaStream_t stream,
+                            SkinnyGemmLaunch launch_options) {
   if (out.residual == nullptr || out.residual_stride < w.rows)
     return Status::error("skinny GEMM residual: bad residual buffer or stride");
   if (out.next_norm_weight != nullptr && (out.xg == nullptr || out.xg_stride < w.rows))
     return Status::error("skinny GEMM residual: the normed copy needs an xg buffer with stride >= rows");
-  return launch(w, in, norm, ResidualEpilogue{out, w.rows, mma_tiles(w.rows)}, variant, stream);
+  return launch(w, in, norm, ResidualEpilogue{out, w.rows, mma_tiles(w.rows)}, variant, launch_options, stream);
 }
 
 Status skinny_gemm_qkv_rope(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm,
-                            const SkinnyQkvOut& out, SkinnyGemmVariant variant, cudaStream_t stream) {
+                            const SkinnyQkvOut& out, SkinnyGemmVariant variant, cudaStream_t stream,
+                            SkinnyGemmLaunch launch_options) {
   if (out.head_dim % 16 != 0 || out.head_dim <= 0)
     return Status::error(str_cat("fused QKV: unsupported head_dim=", out.head_dim, " (must be a multiple of 16)"));
   if (w.rows != static_cast<int64_t>(out.n_heads + 2 * out.n_kv_heads) * out.head_dim)
@@ -386,15 +986,16 @@ Status skinny_gemm_qkv_rope(const PackedWeight& w, const SkinnyInput& in, const 
   if (out.q == nullptr || out.kv.k == nullptr || out.kv.v == nullptr || out.positions == nullptr ||
       out.inv_freq == nullptr || out.kv.block_tables == nullptr)
     return Status::error("fused QKV: null output, cache, position or frequency pointer");
-  return launch(w, in, norm, QkvRopeEpilogue{out}, variant, stream);
+  return launch(w, in, norm, QkvRopeEpilogue{out}, variant, launch_options, stream);
 }
 
 Status skinny_gemm_swiglu(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm,
-                          const SkinnySwigluOut& out, SkinnyGemmVariant variant, cudaStream_t stream) {
+                          const SkinnySwigluOut& out, SkinnyGemmVariant variant, cudaStream_t stream,
+                          SkinnyGemmLaunch launch_options) {
   if (w.rows != mma_tiles(2 * static_cast<int64_t>(out.ffn)) * 16 && w.rows != ((out.ffn + 7) / 8) * 16)
     return Status::error(str_cat("fused gate/up: packed rows ", w.rows, " do not match ffn=", out.ffn));
   if (out.act == nullptr || out.act_stride < out.ffn) return Status::error("fused gate/up: bad activation buffer");
-  return launch(w, in, norm, SwigluEpilogue{out}, variant, stream);
+  return launch(w, in, norm, SwigluEpilogue{out}, variant, launch_options, stream);
 }
 
 }  // namespace fuselm

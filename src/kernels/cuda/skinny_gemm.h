@@ -1,12 +1,14 @@
 #pragma once
 // Small-batch GEMM for decode (m <= 16 tokens): out[m][n] = sum_k x[m][k] * W[n][k] with W in the
 // tensor-core fragment layout of kernels/mma_packing.h, followed by a fused epilogue. The kernel is a
-// weight streamer: each weight byte is read once per step with 16-byte coalesced loads, several in
-// flight per lane, while mma.sync does the arithmetic for up to 16 tokens at no extra cost.
+// weight streamer: each weight byte is read once per step through a multi-stage shared-memory
+// pipeline (per warp with cp.async, or per CTA with bulk copies), while mma.sync does the arithmetic
+// for up to 16 tokens at no extra cost. Variants, measurements: docs/kernels/skinny_gemm.md.
 //
-// Determinism: each CTA owns whole rows; its warps split K at boundaries that depend only on K and
-// the variant, and partial sums are added in warp order. No atomics. A token's result does not
-// depend on how many other tokens are in the batch (each token is its own mma column).
+// Determinism: K is cut at boundaries that depend only on K and the variant (first across the CTAs
+// of a cluster, then across the warps of a CTA); partial sums are added in warp order, then in
+// cluster-rank order. No atomics, no global workspace. A token's result does not depend on how many
+// other tokens are in the batch (each token is its own mma column).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -46,18 +48,52 @@ struct SkinnyNorm {
   float eps = 1e-5f;
 };
 
-// Kernel shape: row tiles per CTA and warps per CTA (the warps split K). Chosen once per shape by
-// the plan; the default suits the Hopper decode shapes.
+// How a CTA streams its weights.
+enum class SkinnyPipeline : int {
+  // The warps split the CTA's K range; each streams its share of the CTA's row tiles through its own
+  // cp.async pipeline, then the warps' partial sums are added in warp order. Any sm_80+ GPU.
+  kWarpSplitK = 0,
+  // The warps split rows (each owns `row_tiles` tiles of the CTA's row_tiles * warps); a producer
+  // warp streams them with bulk copies (TMA) and stages the activations once for all warps. sm_90+.
+  kCtaSplitRows = 1,
+};
+
+// Kernel shape: row tiles (per CTA for kWarpSplitK, per warp for kCtaSplitRows), warps, CTAs per
+// thread-block cluster that split K (k_split > 1 needs clusters: sm_90 or newer) and pipeline. The
+// variant may depend on the matrix shape but never on m: the K boundaries, and so the bits, do.
+// Chosen once per shape by the plan (default_skinny_variant).
 struct SkinnyGemmVariant {
   int row_tiles = 1;
   int warps = 8;
-  std::string name() const;
+  int k_split = 1;
+  SkinnyPipeline pipeline = SkinnyPipeline::kWarpSplitK;
+  std::string name() const;  // "rt4_w4", "rt4_w4_k8", "rt1_w4_k2_cta"
 };
+// Every supported variant.
 std::vector<SkinnyGemmVariant> skinny_gemm_variants();
+
+// Whether k_split > 1 and kCtaSplitRows can run here: the current device launches clusters and this
+// binary holds sm_90 code for it (a compute_80 PTX build, JIT-compiled on a newer GPU, has neither).
+bool skinny_gemm_clusters_supported();
+
+// The variant the plan should use for a `rows` x `cols` weight on a GPU with `sm_count` SMs (the
+// same for every m, as batch invariance requires). Without clusters it is a k_split = 1 kWarpSplitK
+// variant.
+SkinnyGemmVariant default_skinny_variant(int64_t rows, int64_t cols, int sm_count, bool clusters);
+
+// How a GEMM is launched, not what it computes: results are bitwise the same for every setting.
+struct SkinnyGemmLaunch {
+  // Programmatic dependent launch (sm_90+; ignored elsewhere): the kernel may start while the
+  // previous kernel in the stream finishes, streams its first weight stages, and waits for the
+  // previous kernel's results (griddepcontrol.wait) before it reads activations or writes anything.
+  // It lets the next kernel start once its own weight stream is issued. Works under graph capture.
+  bool pdl = false;
+};
 
 // out[m][n] (+)= result, written as `out_dtype` (F32, BF16 or F16) with row stride out_stride.
 Status skinny_gemm_store(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm, void* out,
-                         DType out_dtype, int64_t out_stride, SkinnyGemmVariant variant, cudaStream_t stream);
+                         DType out_dtype, int64_t out_stride, SkinnyGemmVariant variant, cudaStream_t stream,
+                         SkinnyGemmLaunch launch = {});
 
 // residual[m][n] += result (fp32). When next_norm_weight is set, also writes
 // xg[m][n] = residual * next_norm_weight[n] (rounded to the weights dtype) and, per 16-row tile,
@@ -71,7 +107,8 @@ struct SkinnyResidualOut {
   float* partials = nullptr;  // [m][ceil(n / 16)]
 };
 Status skinny_gemm_residual(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm,
-                            const SkinnyResidualOut& out, SkinnyGemmVariant variant, cudaStream_t stream);
+                            const SkinnyResidualOut& out, SkinnyGemmVariant variant, cudaStream_t stream,
+                            SkinnyGemmLaunch launch = {});
 
 // Fused Q/K/V projection (weights packed with qkv_rope_row_map) + rotate-half RoPE + KV-cache append.
 // Token i sits at positions[i] of the sequence whose block table is row i of kv.block_tables.
@@ -86,7 +123,8 @@ struct SkinnyQkvOut {
   int head_dim = 0;
 };
 Status skinny_gemm_qkv_rope(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm,
-                            const SkinnyQkvOut& out, SkinnyGemmVariant variant, cudaStream_t stream);
+                            const SkinnyQkvOut& out, SkinnyGemmVariant variant, cudaStream_t stream,
+                            SkinnyGemmLaunch launch = {});
 
 // Fused gate/up projection (weights packed with gate_up_row_map) + SwiGLU:
 // act[m][j] = silu(gate_j) * up_j for j < ffn, weights dtype.
@@ -96,6 +134,7 @@ struct SkinnySwigluOut {
   int ffn = 0;
 };
 Status skinny_gemm_swiglu(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm,
-                          const SkinnySwigluOut& out, SkinnyGemmVariant variant, cudaStream_t stream);
+                          const SkinnySwigluOut& out, SkinnyGemmVariant variant, cudaStream_t stream,
+                          SkinnyGemmLaunch launch = {});
 
 }  // namespace fuselm
