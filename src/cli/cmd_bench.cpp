@@ -45,6 +45,7 @@ struct BenchArgs {
   std::string peak_bytes;
   int peak_runs = bench::kDefaultPeakRuns;
   int kv_block_size = 16;
+  std::string plan_file;
   double kv_fraction = 0;  // 0: the engine default alone, split between two engines when comparing
   double time_budget_s = 0;  // 0: no limit
   bool quiet = false;
@@ -156,6 +157,7 @@ int run_bench(const BenchArgs& a) {
     eo.max_seq_len = needs.max_seq_len;
     eo.max_prefill_tokens = needs.max_prefill_tokens;
     eo.kv_block_size = a.kv_block_size;
+    eo.plan_file = a.plan_file;
     if (a.kv_fraction > 0) {
       eo.kv_memory_fraction = a.kv_fraction;
     } else if (paths.size() == 2) {
@@ -274,6 +276,7 @@ std::function<int()> setup_bench(CLI::App& sub) {
   sub.add_option("--peak-runs", a->peak_runs, "timed runs of the peak measurement (the median is reported)")
       ->capture_default_str();
   sub.add_option("--kv-block-size", a->kv_block_size, "GPU: tokens per paged KV block")->capture_default_str();
+  sub.add_option("--plan", a->plan_file, "GPU: kernel plan file (made by fuselm tune); default: the rule table");
   sub.add_option("--kv-fraction", a->kv_fraction,
                  "share of free memory each engine gives its KV cache (default: the engine's; split when comparing)");
   sub.add_flag("-q,--quiet", a->quiet, "no progress line on stderr");

@@ -24,24 +24,28 @@ constexpr RuleRange exactly(double v) { return {v, v + 1}; }
 // nothing has been measured yet. No row matches below sm_80: the CUDA backend needs bf16 tensor
 // cores. Measurements: docs/kernels/*.md and bench/results/.
 constexpr PlanRule kRules[] = {
-    // Decode GEMMs. The shape bucket is 16-row tiles per SM: how many CTAs one row tile each
-    // would put on an SM. The boundary 6 lies between the measured 2.9 (rt1_w8 best) and 13.6
-    // (rt2_w4 best); nothing between them has been measured.
-    {.ops = kDecodeGemms, .shape = {6, kUnbounded}, .sm = kHopper, .choice = "rt2_w4",
-     .evidence = "H200 bf16, gate_up 28672x4096 (13.6 row tiles/SM): rt2_w4 73.4 us at m=16, 4% ahead of rt1_w4 "
-                 "and 21% ahead of rt1_w8; level at m=1 (58.4 vs 58.7 us) (bench/results/h200-skinny-gemm-timing.txt); "
-                 "with many row tiles per SM, more CTAs of fewer warps likely keep more bytes in flight"},
-    {.ops = kDecodeGemms, .shape = {0, 6}, .sm = kHopper, .choice = "rt1_w8",
-     .evidence = "H200 bf16, qkv 6144x4096 (2.9 row tiles/SM), o 4096x4096 and down 4096x14336 (1.9): rt1_w8 "
-                 "fastest at m=1 and m=16, 10-15% ahead of the next variant at m=1 and 37-39% at m=16 "
-                 "(bench/results/h200-skinny-gemm-timing.txt); with few CTAs per SM each needs 8 warps of loads "
-                 "in flight"},
-    {.ops = kDecodeGemms, .shape = {6, kUnbounded}, .sm = kAmpereOrNewer, .choice = "rt2_w4",
-     .evidence = "not measured on this architecture: the sm_90 choice for >= 6 row tiles per SM, carried over "
-                 "(row tiles per SM already scales with the SM count); run fuselm tune"},
-    {.ops = kDecodeGemms, .shape = {0, 6}, .sm = kAmpereOrNewer, .choice = "rt1_w8",
-     .evidence = "not measured on this architecture: the sm_90 choice for < 6 row tiles per SM, carried over "
-                 "(row tiles per SM already scales with the SM count); run fuselm tune"},
+    // Decode GEMMs. The shape bucket is 16-row tiles per SM. On Hopper: the CTA pipeline with one
+    // row tile per warp (activations staged once per 64 weight rows, so m = 16 costs little more
+    // than m = 1), K split across a cluster until the grid has >= 2.5 CTAs per SM
+    // (default_skinny_variant in kernels/cuda/skinny_gemm.h; docs/kernels/skinny_gemm.md).
+    {.ops = kDecodeGemms, .shape = {10, kUnbounded}, .sm = kHopper, .choice = "rt1_w4_cta",
+     .evidence = "H200 bf16, 8B gate_up 28672x4096 (13.6 row tiles/SM): 62.7 us at m=1 (83% of peak), 68.1 us at "
+                 "m=16, within 6% of the best variant over m=1 + m=16 (bench/results/h200-skinny-gemm-lab3.txt)"},
+    {.ops = kDecodeGemms, .shape = {5, 10}, .sm = kHopper, .choice = "rt1_w4_k2_cta",
+     .evidence = "H200 bf16, 1B gate_up 16384x2048 (7.8 row tiles/SM): 23.0 us at m=1, 23.4 us at m=16 "
+                 "(bench/results/h200-skinny-gemm-lab3.txt)"},
+    {.ops = kDecodeGemms, .shape = {2.5, 5}, .sm = kHopper, .choice = "rt1_w4_k4_cta",
+     .evidence = "H200 bf16, 8B qkv 6144x4096 (2.9 row tiles/SM): 18.3 us at m=1, 20.5 us at m=16 "
+                 "(bench/results/h200-skinny-gemm-lab3.txt)"},
+    {.ops = kDecodeGemms, .shape = {0, 2.5}, .sm = kHopper, .choice = "rt1_w4_k8_cta",
+     .evidence = "H200 bf16, 8B o 4096x4096 and down 4096x14336 (1.9 row tiles/SM): 12.8/13.3 and 37.6/37.1 us "
+                 "at m=1/16 (bench/results/h200-skinny-gemm-lab3.txt)"},
+    // Elsewhere (no clusters, or not measured): the warp pipeline without K split.
+    {.ops = kDecodeGemms, .shape = {8, kUnbounded}, .sm = kAmpereOrNewer, .choice = "rt4_w8",
+     .evidence = "not measured on this architecture: without clusters, 4 row tiles per CTA for large matrices "
+                 "(activation traffic at m = 16 a quarter of the weights'); run fuselm tune"},
+    {.ops = kDecodeGemms, .shape = {0, 8}, .sm = kAmpereOrNewer, .choice = "rt2_w8",
+     .evidence = "not measured on this architecture: without clusters, 2 row tiles per CTA; run fuselm tune"},
 
     // Decode attention: kernel by head_dim, one split size for every batch.
     {.ops = bit(PlanOp::DecodeAttention), .shape = exactly(64), .sm = kAmpereOrNewer, .choice = "mma",
@@ -67,8 +71,8 @@ constexpr PlanRule kRules[] = {
 
     // Prefill GEMMs: compute-bound at chunk sizes, where cuBLASLt is at home.
     {.ops = bit(PlanOp::PrefillGemm), .sm = kAmpereOrNewer, .choice = "cublaslt",
-     .evidence = "cuBLASLt with its heuristic's algorithm, asked once per m bucket at load (kernels/cuda/gemm.h); "
-                 "cuBLAS runs bf16 GEMMs at 788 TFLOP/s on H200"},
+     .evidence = "cuBLASLt, one split-K-free algorithm per shape for every chunk on the fused path (batch "
+                 "invariant; kernels/cuda/gemm.h); cuBLAS runs bf16 GEMMs at 788 TFLOP/s on H200"},
 
     {.ops = bit(PlanOp::KvBlock), .sm = kAmpereOrNewer, .choice = "16",
      .evidence = "H200: decode tok/s within 1.5% for blocks of 16, 32 and 64 tokens at depths 4096 and 16384 "
@@ -76,7 +80,13 @@ constexpr PlanRule kRules[] = {
 };
 
 // The order of skinny_gemm_variants() in kernels/cuda/skinny_gemm.cu.
-constexpr std::string_view kSkinnyGemmVariants[] = {"rt1_w4", "rt1_w8", "rt2_w4", "rt2_w8"};
+constexpr std::string_view kSkinnyGemmVariants[] = {
+    "rt1_w4", "rt1_w8", "rt2_w4", "rt2_w8", "rt4_w4", "rt4_w8", "rt1_w4_k2", "rt1_w8_k2", "rt2_w4_k2",
+    "rt2_w8_k2", "rt4_w4_k2", "rt4_w8_k2", "rt1_w4_k4", "rt1_w8_k4", "rt2_w4_k4", "rt2_w8_k4", "rt4_w4_k4",
+    "rt4_w8_k4", "rt1_w4_k8", "rt1_w8_k8", "rt2_w4_k8", "rt2_w8_k8", "rt4_w4_k8", "rt4_w8_k8", "rt1_w4_cta",
+    "rt2_w4_cta", "rt1_w8_cta", "rt2_w8_cta", "rt4_w4_cta", "rt1_w4_k2_cta", "rt2_w4_k2_cta", "rt1_w8_k2_cta",
+    "rt2_w8_k2_cta", "rt4_w4_k2_cta", "rt1_w4_k4_cta", "rt2_w4_k4_cta", "rt1_w8_k4_cta", "rt2_w8_k4_cta",
+    "rt4_w4_k4_cta", "rt1_w4_k8_cta", "rt2_w4_k8_cta", "rt1_w8_k8_cta", "rt2_w8_k8_cta", "rt4_w4_k8_cta"};
 constexpr std::string_view kDecodeAttentionKernels[] = {"mma", "generic"};
 constexpr std::string_view kPrefillAttentionKernels[] = {"mma_r32_k64", "mma_r32_k32", "generic"};
 constexpr std::string_view kPrefillGemmPaths[] = {"cublaslt"};

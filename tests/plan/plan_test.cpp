@@ -56,10 +56,13 @@ TEST(PlanRules, Llama8BOnHopper) {
   for (const char* gpu : {"h200", "h100"}) {
     SCOPED_TRACE(gpu);
     const Plan p = rule_plan(llama_8b(), gpu);
-    // Measured on H200: rt1_w8 for the matrices with few row tiles per SM, rt2_w4 for gate_up;
-    // the LM head (128256 rows) is taller still.
-    const std::map<std::string, std::string> want = {
-        {"qkv", "rt1_w8"}, {"o", "rt1_w8"}, {"gate_up", "rt2_w4"}, {"down", "rt1_w8"}, {"lm_head", "rt2_w4"}};
+    // Measured on H200: the CTA pipeline, K split across a cluster until >= 2.5 CTAs per SM (qkv 2.9
+    // row tiles per SM: 4; o and down 1.9: 8; gate_up 13.6 and the LM head, 128256 rows: none).
+    const std::map<std::string, std::string> want = {{"qkv", "rt1_w4_k4_cta"},
+                                                     {"o", "rt1_w4_k8_cta"},
+                                                     {"gate_up", "rt1_w4_cta"},
+                                                     {"down", "rt1_w4_k8_cta"},
+                                                     {"lm_head", "rt1_w4_cta"}};
     EXPECT_EQ(variants(p), want);
     EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).rows, 6144);
     EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).cols, 4096);
@@ -81,9 +84,12 @@ TEST(PlanRules, Llama8BOnHopper) {
 
 TEST(PlanRules, Llama1BOnHopper) {
   const Plan p = rule_plan(llama_1b());
-  // gate_up 16384 rows = 7.8 row tiles per SM on 132 SMs: past the boundary of 6.
-  const std::map<std::string, std::string> want = {
-      {"qkv", "rt1_w8"}, {"o", "rt1_w8"}, {"gate_up", "rt2_w4"}, {"down", "rt1_w8"}, {"lm_head", "rt2_w4"}};
+  // gate_up 16384 rows = 7.8 row tiles per SM on 132 SMs: a split of 2; qkv 1.5, o and down 1.0: 8.
+  const std::map<std::string, std::string> want = {{"qkv", "rt1_w4_k8_cta"},
+                                                   {"o", "rt1_w4_k8_cta"},
+                                                   {"gate_up", "rt1_w4_k2_cta"},
+                                                   {"down", "rt1_w4_k8_cta"},
+                                                   {"lm_head", "rt1_w4_cta"}};
   EXPECT_EQ(variants(p), want);
   EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).rows, 3072);
   EXPECT_EQ(p.prefill.attention_kernel, "mma_r32_k64");  // head_dim 64
@@ -99,16 +105,17 @@ TEST(PlanRules, AmpereGetsKnownVariantsCarriedOver) {
     EXPECT_THAT(c.origin.reason, HasSubstr("not measured"));
   }
   // Row tiles per SM scale with the SM count: 1792 / 108 = 16.6 for gate_up, 384 / 108 = 3.6 for qkv.
-  EXPECT_EQ(p.decode_gemm(PlanOp::GateUp).variant, "rt2_w4");
-  EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).variant, "rt1_w8");
+  EXPECT_EQ(p.decode_gemm(PlanOp::GateUp).variant, "rt4_w8");
+  EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).variant, "rt2_w8");
   EXPECT_EQ(p.decode.attention.split_tokens % p.kv_block_size, 0);
 }
 
 TEST(PlanRules, TableIsKeyedByShapeBucket) {
   const GpuIdentity h200 = gpu_preset("h200");
-  EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 13.6, h200).choice, "rt2_w4");
-  EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 2.9, h200).choice, "rt1_w8");
-  EXPECT_EQ(find_plan_rule(PlanOp::O, DType::F16, 1.9, h200).choice, "rt1_w8");
+  EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 13.6, h200).choice, "rt1_w4_cta");
+  EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 7.8, h200).choice, "rt1_w4_k2_cta");
+  EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 2.9, h200).choice, "rt1_w4_k4_cta");
+  EXPECT_EQ(find_plan_rule(PlanOp::O, DType::F16, 1.9, h200).choice, "rt1_w4_k8_cta");
   EXPECT_EQ(find_plan_rule(PlanOp::PrefillAttention, DType::BF16, 96, h200).choice, "generic");
   EXPECT_DOUBLE_EQ(rule_shape_measure(PlanOp::GateUp, plan_model(llama_8b()), h200), 1792.0 / 132);
 }

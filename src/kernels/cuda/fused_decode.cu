@@ -120,6 +120,9 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
   const SkinnyNorm norm{buf.partials, tiles, model.hidden, model.eps};
   const AttentionShape shape{model.n_heads, model.n_kv_heads, model.head_dim, 1.0f / std::sqrt(float(model.head_dim))};
   const FusedDecodeVariants& v = model.variants;
+  const SkinnyGemmLaunch launch{model.pdl};
+  DecodeAttentionPlan attention = attention_plan;
+  attention.pdl = model.pdl;
 
   Status s = fused_embed(model.embedding, model.dtype, model.hidden, in.tokens, m,
                          model.layers.empty() ? model.final_norm : model.layers[0].attn_norm, buf.residual, buf.xg,
@@ -139,26 +142,26 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
     qkv.n_heads = model.n_heads;
     qkv.n_kv_heads = model.n_kv_heads;
     qkv.head_dim = model.head_dim;
-    if (!(s = skinny_gemm_qkv_rope(layer.qkv, xg_in, norm, qkv, v.qkv, stream)).ok()) return s;
+    if (!(s = skinny_gemm_qkv_rope(layer.qkv, xg_in, norm, qkv, v.qkv, stream, launch)).ok()) return s;
 
-    if (!(s = decode_attention(buf.q, buf.attn, model.dtype, shape, kv, in.kv_lens, m, attention_plan,
+    if (!(s = decode_attention(buf.q, buf.attn, model.dtype, shape, kv, in.kv_lens, m, attention,
                                buf.attention_workspace, stream)).ok())
       return s;
 
     SkinnyResidualOut attn_out{buf.residual, model.hidden, layer.ffn_norm, buf.xg, model.hidden, buf.partials};
-    if (!(s = skinny_gemm_residual(layer.o, SkinnyInput{buf.attn, q_dim, m}, SkinnyNorm{}, attn_out, v.o, stream)).ok())
+    if (!(s = skinny_gemm_residual(layer.o, SkinnyInput{buf.attn, q_dim, m}, SkinnyNorm{}, attn_out, v.o, stream, launch)).ok())
       return s;
 
     if (!(s = skinny_gemm_swiglu(layer.gate_up, xg_in, norm, SkinnySwigluOut{buf.act, model.ffn, model.ffn},
-                                 v.gate_up, stream)).ok())
+                                 v.gate_up, stream, launch)).ok())
       return s;
 
     const float* next_norm = l + 1 < model.layers.size() ? model.layers[l + 1].attn_norm : model.final_norm;
     SkinnyResidualOut ffn_out{buf.residual, model.hidden, next_norm, buf.xg, model.hidden, buf.partials};
-    if (!(s = skinny_gemm_residual(layer.down, SkinnyInput{buf.act, model.ffn, m}, SkinnyNorm{}, ffn_out, v.down, stream)).ok())
+    if (!(s = skinny_gemm_residual(layer.down, SkinnyInput{buf.act, model.ffn, m}, SkinnyNorm{}, ffn_out, v.down, stream, launch)).ok())
       return s;
   }
-  return skinny_gemm_store(model.lm_head, xg_in, norm, buf.logits, DType::F32, model.vocab, v.lm_head, stream);
+  return skinny_gemm_store(model.lm_head, xg_in, norm, buf.logits, DType::F32, model.vocab, v.lm_head, stream, launch);
 }
 
 }  // namespace fuselm

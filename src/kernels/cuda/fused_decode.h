@@ -49,6 +49,9 @@ struct FusedDecodeModel {
   const float* inv_freq = nullptr;  // device [head_dim / 2]
   PagedKvLayout kv_layout;
   FusedDecodeVariants variants;
+  // Launch the GEMMs and the attention with programmatic dependent launch (sm_90 code only; the
+  // launchers drop it elsewhere): each GEMM streams its first weights while its predecessor ends.
+  bool pdl = true;
 };
 
 // Device buffers for up to kSkinnyGemmMaxTokens tokens; sizes from fused_decode_buffer_sizes.

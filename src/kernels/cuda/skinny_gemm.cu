@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/mma_packing.h"
 
 namespace fuselm {
@@ -63,19 +64,6 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// Programmatic dependent launch (sm_90+). Without the launch attribute both are no-ops; the
-// compute_80 PTX build has neither, and the launcher never sets the attribute for it.
-__device__ __forceinline__ void wait_for_previous_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void allow_next_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
 
 // Thread-block clusters (sm_90+). The launcher refuses k_split > 1 for code without them, so the
 // compute_80 PTX build traps if it is ever reached.
