@@ -24,7 +24,7 @@ run() {  # name, then the fuselm arguments; logs stderr, keeps going on failure
   shift
   echo "== fuselm $*"
   local start=$SECONDS
-  "$fuselm" "$@" >"$results/logs/$name.txt" 2>"$results/logs/$name.err"
+  timeout "${FUSELM_TIMEOUT:-330}" "$fuselm" "$@" >"$results/logs/$name.txt" 2>"$results/logs/$name.err"
   local rc=$?
   echo "   exit $rc after $((SECONDS - start)) s"
   [ $rc -eq 0 ] || tail -5 "$results/logs/$name.err"
@@ -36,12 +36,12 @@ for shape in "${shapes[@]}"; do
       --json "$results/h200-$shape.json" --markdown "$results/h200-$shape.md"
   bench/plot.sh "$results/h200-$shape.json" "$results/plots/h200-$shape" >/dev/null 2>&1 || echo "   plots failed"
   run "compare-$shape" bench -m "synthetic:$shape?vocab=32000" --device cuda --dtype bf16 --scenario latency \
-      --compare baseline,fused --reps 5 -q --json "$results/h200-$shape-compare.json" \
+      --compare baseline,fused --reps 3 -q --json "$results/h200-$shape-compare.json" \
       --markdown "$results/h200-$shape-compare.md"
 done
 run llama-3.1-8b-run2 bench -m 'synthetic:llama-3.1-8b?vocab=32000' --device cuda --dtype bf16 --scenario latency -q \
     --json "$results/h200-llama-3.1-8b-run2.json"
-run tune-llama-3.1-8b tune -m 'synthetic:llama-3.1-8b?vocab=32000' --dtype bf16 -o "$results/h200-llama-3.1-8b-plan.json" -q
+FUSELM_TIMEOUT=90 run tune-llama-3.1-8b tune -m 'synthetic:llama-3.1-8b?vocab=32000' --dtype bf16 -o "$results/h200-llama-3.1-8b-plan.json" -q
 
 if [ -n "${OUT:-}" ]; then
   tar czf "$OUT/bench-results.tar.gz" -C "$results" . 2>/dev/null

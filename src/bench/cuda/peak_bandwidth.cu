@@ -63,7 +63,8 @@ __global__ void __launch_bounds__(kThreads) read_sum_kernel(const uint4* __restr
 }
 
 // The tool's own copy: the same access pattern as the read kernel (grid-stride, kUnroll
-// independent 16-byte loads in flight per thread), each load stored straight back out.
+// independent 16-byte loads in flight per thread), each load stored straight back out. Both sides
+// are touched once: streaming (evict-first) loads and stores keep L2 from holding either.
 __global__ void __launch_bounds__(kThreads) copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst,
                                                        size_t n_vec) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
@@ -71,11 +72,11 @@ __global__ void __launch_bounds__(kThreads) copy_kernel(const uint4* __restrict_
   for (; i + (kUnroll - 1) * stride < n_vec; i += kUnroll * stride) {
     uint4 v[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = src[i + u * stride];
+    for (int u = 0; u < kUnroll; ++u) v[u] = __ldcs(src + i + u * stride);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) dst[i + u * stride] = v[u];
+    for (int u = 0; u < kUnroll; ++u) __stcs(dst + i + u * stride, v[u]);
   }
-  for (; i < n_vec; i += stride) dst[i] = src[i];
+  for (; i < n_vec; i += stride) __stcs(dst + i, __ldcs(src + i));
 }
 
 // Frees on scope exit; destructors run during unwinding, so a failed free there is ignored
