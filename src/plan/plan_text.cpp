@@ -59,9 +59,9 @@ std::string render_plan(const Plan& p) {
   out += format("kv block: %d tokens (%s)\n\n", p.kv_block_size, p.kv_block_origin.source.c_str());
 
   out += "decode GEMMs: one variant per op, the same for every batch bucket (batch-invariant bits)\n";
-  out += format("  %-9s %-16s %9s  %-8s %s\n", "op", "matrix", "tiles/SM", "variant", "source");
+  out += format("  %-9s %-16s %9s  %-14s %s\n", "op", "matrix", "tiles/SM", "variant", "source");
   for (const DecodeGemmChoice& c : p.decode.gemm)
-    out += format("  %-9s %-16s %9.1f  %-8s %s\n", std::string(plan_op_name(c.op)).c_str(),
+    out += format("  %-9s %-16s %9.1f  %-14s %s\n", std::string(plan_op_name(c.op)).c_str(),
                   str_cat(c.rows, " x ", c.cols).c_str(), rule_shape_measure(c.op, m, p.gpu), c.variant.c_str(),
                   c.origin.source.c_str());
   const DecodeAttentionChoice& a = p.decode.attention;
@@ -86,11 +86,11 @@ std::string render_plan(const Plan& p) {
     if (c.timings.empty()) continue;
     out += format("\nmeasured %s (median us per launch at each m; total over the decode buckets)\n",
                   std::string(plan_op_name(c.op)).c_str());
-    std::string head = format("  %-10s", "variant");
+    std::string head = format("  %-16s", "variant");
     for (int mm : c.measured_m) head += format(" %8s", str_cat("m=", mm).c_str());
     out += head + format(" %10s\n", "total");
     for (const GemmTiming& t : c.timings) {
-      std::string line = format("  %-10s", (t.variant + (t.variant == c.variant ? " *" : "")).c_str());
+      std::string line = format("  %-16s", (t.variant + (t.variant == c.variant ? " *" : "")).c_str());
       for (double us : t.us) line += format(" %8.1f", us);
       out += line + format(" %10.1f\n", t.total_us);
     }

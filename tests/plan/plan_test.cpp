@@ -265,7 +265,7 @@ TEST(PlanText, ShowsChoicesBucketsAndMeasurements) {
   EXPECT_THAT(rules, Not(HasSubstr("measured")));
   const std::string tuned = render_plan(with_fake_timings(rule_plan(llama_8b())));
   EXPECT_THAT(tuned, HasSubstr("measured qkv"));
-  EXPECT_THAT(tuned, HasSubstr("rt1_w8 *"));     // the chosen variant is marked
+  EXPECT_THAT(tuned, HasSubstr("rt1_w4_k4_cta *"));  // the chosen variant is marked
   EXPECT_THAT(tuned, HasSubstr("1x512"));        // an attention case
   EXPECT_THAT(tuned, HasSubstr("256 *"));        // the chosen split
   EXPECT_THAT(render_plan_rules(), HasSubstr("decode_split"));
