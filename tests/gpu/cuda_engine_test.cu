@@ -1,7 +1,8 @@
 // The CUDA engine end to end on synthetic models, on both paths (fused decode graphs, baseline
-// kernels), against a plain fp32 forward pass of the same (dtype-rounded) weights. Tolerance: ||logits - ref|| / ||ref|| per row <= 2e-2 in bf16 and
-// 5e-3 in fp16 (activations are rounded to the dtype between kernels); top-1 must agree wherever the
-// reference's top two are at least 0.05 apart.
+// kernels), against a plain fp32 forward pass of the same (dtype-rounded) weights. Tolerance:
+// ||logits - ref|| / ||ref|| per row <= 2e-2 in bf16 and 5e-3 in fp16 (activations are rounded to
+// the dtype between kernels); top-1 must agree wherever the reference's top two are at least 0.05
+// apart.
 #include "runtime/cuda/cuda_engine.h"
 
 #include <gtest/gtest.h>
@@ -198,29 +199,30 @@ TEST(CudaEngine, ChunkedPrefillThenDecodeMatchesReference) {
   std::mt19937 gen(102);
   const ModelConfig config = gqa8_config();
   auto model = make_synthetic_model(config, false);
-  for (DType dtype : {DType::BF16, DType::F16})
-  for (ExecutionPath path : kPaths) {
-    SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + execution_path_name(path));
-    const ReferenceModel reference(*model, dtype);
-    auto engine = make_cuda_engine(*model, small_options(dtype, path));
-    const std::vector<int32_t> tokens = random_tokens(gen, 300, config.vocab_size);
-    const int seq = engine->add_sequence();
-    // Chunks of 5, 11 and 250 (crossing many blocks), then 34 decode steps (crossing a split of 256).
-    size_t done = 0;
-    std::vector<float> want_all = reference.forward(tokens);
-    auto check_last = [&](const std::vector<float>& got, size_t length) {
-      expect_row_close(got.data(), want_all.data() + (length - 1) * config.vocab_size, config.vocab_size,
-                       tolerance(dtype), "length " + std::to_string(length));
-    };
-    for (size_t chunk : {5, 11, 250}) {
-      const std::vector<float> got =
-          forward_one(*engine, seq, std::span<const int32_t>(tokens.data() + done, chunk), false);
-      ASSERT_EQ(got.size(), static_cast<size_t>(config.vocab_size));
-      done += chunk;
-      check_last(got, done);
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    for (ExecutionPath path : kPaths) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + execution_path_name(path));
+      const ReferenceModel reference(*model, dtype);
+      auto engine = make_cuda_engine(*model, small_options(dtype, path));
+      const std::vector<int32_t> tokens = random_tokens(gen, 300, config.vocab_size);
+      const int seq = engine->add_sequence();
+      // Chunks of 5, 11 and 250 (crossing many blocks), then 34 decode steps (crossing a split of 256).
+      size_t done = 0;
+      std::vector<float> want_all = reference.forward(tokens);
+      auto check_last = [&](const std::vector<float>& got, size_t length) {
+        expect_row_close(got.data(), want_all.data() + (length - 1) * config.vocab_size, config.vocab_size,
+                         tolerance(dtype), "length " + std::to_string(length));
+      };
+      for (size_t chunk : {5, 11, 250}) {
+        const std::vector<float> got =
+            forward_one(*engine, seq, std::span<const int32_t>(tokens.data() + done, chunk), false);
+        ASSERT_EQ(got.size(), static_cast<size_t>(config.vocab_size));
+        done += chunk;
+        check_last(got, done);
+      }
+      for (; done < tokens.size(); ++done) check_last(forward_one(*engine, seq, {tokens.data() + done, 1}, false), done + 1);
+      EXPECT_EQ(engine->sequence_length(seq), 300);
     }
-    for (; done < tokens.size(); ++done) check_last(forward_one(*engine, seq, {tokens.data() + done, 1}, false), done + 1);
-    EXPECT_EQ(engine->sequence_length(seq), 300);
   }
 }
 
@@ -230,45 +232,45 @@ TEST(CudaEngine, RaggedBatchMatchesRunningAlone) {
   const ModelConfig config = gqa4_config();
   auto model = make_synthetic_model(config, false);
   for (ExecutionPath path : kPaths) {
-  SCOPED_TRACE(execution_path_name(path));
-  auto engine = make_cuda_engine(*model, small_options(DType::BF16, path));
-  const int n_seq = 64, vocab = config.vocab_size;
-  // Half the sequences already hold a context (they decode one token), half start with a prompt.
-  std::vector<std::vector<int32_t>> context(n_seq), next(n_seq);
-  std::uniform_int_distribution<int> len(1, 40);
-  for (int i = 0; i < n_seq; ++i) {
-    if (i % 2 == 0) context[i] = random_tokens(gen, len(gen), vocab);
-    next[i] = random_tokens(gen, i % 2 == 0 ? 1 : len(gen), vocab);
-  }
-  auto run = [&](bool together) {
-    std::vector<int> seqs(n_seq);
+    SCOPED_TRACE(execution_path_name(path));
+    auto engine = make_cuda_engine(*model, small_options(DType::BF16, path));
+    const int n_seq = 64, vocab = config.vocab_size;
+    // Half the sequences already hold a context (they decode one token), half start with a prompt.
+    std::vector<std::vector<int32_t>> context(n_seq), next(n_seq);
+    std::uniform_int_distribution<int> len(1, 40);
     for (int i = 0; i < n_seq; ++i) {
-      seqs[i] = engine->add_sequence();
-      if (!context[i].empty()) forward_one(*engine, seqs[i], context[i], false);
+      if (i % 2 == 0) context[i] = random_tokens(gen, len(gen), vocab);
+      next[i] = random_tokens(gen, i % 2 == 0 ? 1 : len(gen), vocab);
     }
-    std::vector<float> out;
-    if (together) {
-      std::vector<SequenceChunk> chunks;
-      for (int i = 0; i < n_seq; ++i) chunks.push_back({seqs[i], next[i], false});
-      engine->forward(chunks, out);
-    } else {
+    auto run = [&](bool together) {
+      std::vector<int> seqs(n_seq);
       for (int i = 0; i < n_seq; ++i) {
-        const std::vector<float> one = forward_one(*engine, seqs[i], next[i], false);
-        out.insert(out.end(), one.begin(), one.end());
+        seqs[i] = engine->add_sequence();
+        if (!context[i].empty()) forward_one(*engine, seqs[i], context[i], false);
       }
+      std::vector<float> out;
+      if (together) {
+        std::vector<SequenceChunk> chunks;
+        for (int i = 0; i < n_seq; ++i) chunks.push_back({seqs[i], next[i], false});
+        engine->forward(chunks, out);
+      } else {
+        for (int i = 0; i < n_seq; ++i) {
+          const std::vector<float> one = forward_one(*engine, seqs[i], next[i], false);
+          out.insert(out.end(), one.begin(), one.end());
+        }
+      }
+      for (int s : seqs) engine->remove_sequence(s);
+      return out;
+    };
+    const std::vector<float> alone = run(false), batched = run(true);
+    ASSERT_EQ(alone.size(), batched.size());
+    for (int i = 0; i < n_seq; ++i) {
+      const float* a = alone.data() + static_cast<size_t>(i) * vocab;
+      const float* b = batched.data() + static_cast<size_t>(i) * vocab;
+      EXPECT_EQ(test::argmax(b, vocab), test::argmax(a, vocab)) << "sequence " << i;
+      EXPECT_LE(test::relative_l2(b, a, vocab), 1e-2) << "sequence " << i;
     }
-    for (int s : seqs) engine->remove_sequence(s);
-    return out;
-  };
-  const std::vector<float> alone = run(false), batched = run(true);
-  ASSERT_EQ(alone.size(), batched.size());
-  for (int i = 0; i < n_seq; ++i) {
-    const float* a = alone.data() + static_cast<size_t>(i) * vocab;
-    const float* b = batched.data() + static_cast<size_t>(i) * vocab;
-    EXPECT_EQ(test::argmax(b, vocab), test::argmax(a, vocab)) << "sequence " << i;
-    EXPECT_LE(test::relative_l2(b, a, vocab), 1e-2) << "sequence " << i;
-  }
-  EXPECT_EQ(engine->kv_stats().free_blocks, engine->kv_stats().total_blocks);
+    EXPECT_EQ(engine->kv_stats().free_blocks, engine->kv_stats().total_blocks);
   }
 }
 
@@ -294,36 +296,36 @@ TEST(CudaEngine, InferenceAllocatesNothing) {
   const ModelConfig config = gqa4_config();
   auto model = make_synthetic_model(config, false);
   for (ExecutionPath path : kPaths) {
-  SCOPED_TRACE(execution_path_name(path));
-  EngineOptions o = small_options(DType::BF16, path);
-  o.max_batch = 4;  // 10 all-logits rows go through the LM head in slabs of 4
-  auto engine = make_cuda_engine(*model, o);
-  const int64_t before = device_allocation_count();
-  const int a = engine->add_sequence(), b = engine->add_sequence();
-  std::vector<float> logits;
-  const std::vector<int32_t> pa = random_tokens(gen, 10, config.vocab_size), pb = random_tokens(gen, 3, config.vocab_size);
-  std::vector<SequenceChunk> prefill = {{a, pa, true}, {b, pb, false}};
-  engine->forward(prefill, logits);
-  EXPECT_EQ(logits.size(), 11u * config.vocab_size);
-  SamplingParams greedy;
-  greedy.temperature = 0.0f;
-  SamplingParams random;
-  random.temperature = 0.8f;
-  random.top_p = 0.9f;
-  random.repetition_penalty = 1.2f;
-  SamplerState sa(greedy), sb(random);
-  std::vector<SamplerState*> samplers = {&sa, &sb};
-  std::vector<int32_t> next = {1, 2};
-  for (int step = 0; step < 20; ++step) {
-    std::vector<SequenceChunk> chunks = {{a, std::span<const int32_t>(&next[0], 1), false},
-                                         {b, std::span<const int32_t>(&next[1], 1), false}};
-    std::vector<int32_t> sampled;
-    engine->forward_sample(chunks, samplers, sampled);
-    next = sampled;
-  }
-  engine->remove_sequence(a);
-  engine->remove_sequence(b);
-  EXPECT_EQ(device_allocation_count(), before);
+    SCOPED_TRACE(execution_path_name(path));
+    EngineOptions o = small_options(DType::BF16, path);
+    o.max_batch = 4;  // 10 all-logits rows go through the LM head in slabs of 4
+    auto engine = make_cuda_engine(*model, o);
+    const int64_t before = device_allocation_count();
+    const int a = engine->add_sequence(), b = engine->add_sequence();
+    std::vector<float> logits;
+    const std::vector<int32_t> pa = random_tokens(gen, 10, config.vocab_size), pb = random_tokens(gen, 3, config.vocab_size);
+    std::vector<SequenceChunk> prefill = {{a, pa, true}, {b, pb, false}};
+    engine->forward(prefill, logits);
+    EXPECT_EQ(logits.size(), 11u * config.vocab_size);
+    SamplingParams greedy;
+    greedy.temperature = 0.0f;
+    SamplingParams random;
+    random.temperature = 0.8f;
+    random.top_p = 0.9f;
+    random.repetition_penalty = 1.2f;
+    SamplerState sa(greedy), sb(random);
+    std::vector<SamplerState*> samplers = {&sa, &sb};
+    std::vector<int32_t> next = {1, 2};
+    for (int step = 0; step < 20; ++step) {
+      std::vector<SequenceChunk> chunks = {{a, std::span<const int32_t>(&next[0], 1), false},
+                                           {b, std::span<const int32_t>(&next[1], 1), false}};
+      std::vector<int32_t> sampled;
+      engine->forward_sample(chunks, samplers, sampled);
+      next = sampled;
+    }
+    engine->remove_sequence(a);
+    engine->remove_sequence(b);
+    EXPECT_EQ(device_allocation_count(), before);
   }
 }
 
@@ -333,56 +335,56 @@ TEST(CudaEngine, GreedySamplingOnDeviceIsTheArgmaxAndSeededSamplingRepeats) {
   const ModelConfig config = gqa4_config();
   auto model = make_synthetic_model(config, false);
   for (ExecutionPath path : kPaths) {
-  SCOPED_TRACE(execution_path_name(path));
-  auto engine = make_cuda_engine(*model, small_options(DType::BF16, path));
-  const std::vector<int32_t> prompt = random_tokens(gen, 12, config.vocab_size);
+    SCOPED_TRACE(execution_path_name(path));
+    auto engine = make_cuda_engine(*model, small_options(DType::BF16, path));
+    const std::vector<int32_t> prompt = random_tokens(gen, 12, config.vocab_size);
 
-  // Greedy: the device's token is the argmax of the logits forward() returns for the same step.
-  const int s1 = engine->add_sequence(), s2 = engine->add_sequence();
-  const std::vector<float> logits = forward_one(*engine, s1, prompt, false);
-  SamplingParams greedy;
-  greedy.temperature = 0.0f;
-  SamplerState state(greedy);
-  std::vector<SamplerState*> samplers = {&state};
-  SequenceChunk chunk{s2, prompt, false};
-  std::vector<int32_t> token;
-  engine->forward_sample(std::span<const SequenceChunk>(&chunk, 1), samplers, token);
-  ASSERT_EQ(token.size(), 1u);
-  EXPECT_EQ(token[0], test::argmax(logits.data(), config.vocab_size));
-  EXPECT_EQ(state.history, std::vector<int32_t>{token[0]});
+    // Greedy: the device's token is the argmax of the logits forward() returns for the same step.
+    const int s1 = engine->add_sequence(), s2 = engine->add_sequence();
+    const std::vector<float> logits = forward_one(*engine, s1, prompt, false);
+    SamplingParams greedy;
+    greedy.temperature = 0.0f;
+    SamplerState state(greedy);
+    std::vector<SamplerState*> samplers = {&state};
+    SequenceChunk chunk{s2, prompt, false};
+    std::vector<int32_t> token;
+    engine->forward_sample(std::span<const SequenceChunk>(&chunk, 1), samplers, token);
+    ASSERT_EQ(token.size(), 1u);
+    EXPECT_EQ(token[0], test::argmax(logits.data(), config.vocab_size));
+    EXPECT_EQ(state.history, std::vector<int32_t>{token[0]});
 
-  // Seeded: the same seed gives the same stream, whether alone or next to another sequence.
-  SamplingParams p;
-  p.temperature = 10.0f;  // the synthetic model's logits spread ~9: flatten them so that draws vary
-  p.top_k = 50;
-  p.top_p = 0.95f;
-  p.seed = 1234;
-  auto generate = [&](bool with_neighbour) {
-    const int s = engine->add_sequence(), other = engine->add_sequence();
-    SamplerState st(p), other_state(p);
-    other_state.rng = Rng(999);
-    std::vector<int32_t> out, cur(prompt), other_cur = random_tokens(gen, 7, config.vocab_size);
-    for (int i = 0; i < 16; ++i) {
-      std::vector<SequenceChunk> chunks = {{s, cur, false}};
-      std::vector<SamplerState*> ss = {&st};
-      if (with_neighbour) {
-        chunks.push_back({other, other_cur, false});
-        ss.push_back(&other_state);
+    // Seeded: the same seed gives the same stream, whether alone or next to another sequence.
+    SamplingParams p;
+    p.temperature = 10.0f;  // the synthetic model's logits spread ~9: flatten them so that draws vary
+    p.top_k = 50;
+    p.top_p = 0.95f;
+    p.seed = 1234;
+    auto generate = [&](bool with_neighbour) {
+      const int s = engine->add_sequence(), other = engine->add_sequence();
+      SamplerState st(p), other_state(p);
+      other_state.rng = Rng(999);
+      std::vector<int32_t> out, cur(prompt), other_cur = random_tokens(gen, 7, config.vocab_size);
+      for (int i = 0; i < 16; ++i) {
+        std::vector<SequenceChunk> chunks = {{s, cur, false}};
+        std::vector<SamplerState*> ss = {&st};
+        if (with_neighbour) {
+          chunks.push_back({other, other_cur, false});
+          ss.push_back(&other_state);
+        }
+        std::vector<int32_t> t;
+        engine->forward_sample(chunks, ss, t);
+        out.push_back(t[0]);
+        cur = {t[0]};
+        if (with_neighbour) other_cur = {t[1]};
       }
-      std::vector<int32_t> t;
-      engine->forward_sample(chunks, ss, t);
-      out.push_back(t[0]);
-      cur = {t[0]};
-      if (with_neighbour) other_cur = {t[1]};
-    }
-    EXPECT_EQ(st.rng.state(), p.seed + 16);  // one draw per sampled token
-    engine->remove_sequence(s);
-    engine->remove_sequence(other);
-    return out;
-  };
-  const std::vector<int32_t> alone = generate(false), beside = generate(true);
-  EXPECT_EQ(alone, beside);
-  EXPECT_GT(std::set<int32_t>(alone.begin(), alone.end()).size(), 1u) << "sampling should not be greedy here";
+      EXPECT_EQ(st.rng.state(), p.seed + 16);  // one draw per sampled token
+      engine->remove_sequence(s);
+      engine->remove_sequence(other);
+      return out;
+    };
+    const std::vector<int32_t> alone = generate(false), beside = generate(true);
+    EXPECT_EQ(alone, beside);
+    EXPECT_GT(std::set<int32_t>(alone.begin(), alone.end()).size(), 1u) << "sampling should not be greedy here";
   }
 }
 
@@ -394,26 +396,26 @@ TEST(CudaEngine, OutOfBlocksIsAnErrorNamingTheNumbersAndRemovalFreesBlocks) {
   CudaEngineTuning tuning;
   tuning.max_kv_blocks = 4;  // 64 tokens of 16
   for (ExecutionPath path : kPaths) {
-  SCOPED_TRACE(execution_path_name(path));
-  auto engine = make_cuda_engine(*model, small_options(DType::BF16, path), tuning);
-  EXPECT_EQ(engine->kv_stats().total_blocks, 4);
-  EXPECT_EQ(engine->max_sequence_length(), 64);
-  const int a = engine->add_sequence(), b = engine->add_sequence();
-  forward_one(*engine, a, random_tokens(gen, 40, config.vocab_size), false);  // 3 blocks
-  EXPECT_EQ(engine->kv_stats().free_blocks, 1);
-  const std::vector<int32_t> pb = random_tokens(gen, 30, config.vocab_size);
-  const std::string msg = error_of([&] { forward_one(*engine, b, pb, false); });
-  EXPECT_NE(msg.find("needs 2 more blocks of 16 tokens, 1 are free of 4 in total"), std::string::npos) << msg;
-  EXPECT_EQ(engine->sequence_length(b), 0);
-  EXPECT_EQ(engine->sequence_length(a), 40);
-  EXPECT_EQ(engine->kv_stats().free_blocks, 1);
-  engine->remove_sequence(a);
-  EXPECT_EQ(engine->kv_stats().free_blocks, 4);
-  forward_one(*engine, b, pb, false);
-  EXPECT_EQ(engine->sequence_length(b), 30);
-  const std::string too_long = error_of([&] { forward_one(*engine, b, random_tokens(gen, 35, config.vocab_size), false); });
-  EXPECT_NE(too_long.find("would grow to 65 tokens, over the longest this engine holds (64"), std::string::npos)
-      << too_long;
+    SCOPED_TRACE(execution_path_name(path));
+    auto engine = make_cuda_engine(*model, small_options(DType::BF16, path), tuning);
+    EXPECT_EQ(engine->kv_stats().total_blocks, 4);
+    EXPECT_EQ(engine->max_sequence_length(), 64);
+    const int a = engine->add_sequence(), b = engine->add_sequence();
+    forward_one(*engine, a, random_tokens(gen, 40, config.vocab_size), false);  // 3 blocks
+    EXPECT_EQ(engine->kv_stats().free_blocks, 1);
+    const std::vector<int32_t> pb = random_tokens(gen, 30, config.vocab_size);
+    const std::string msg = error_of([&] { forward_one(*engine, b, pb, false); });
+    EXPECT_NE(msg.find("needs 2 more blocks of 16 tokens, 1 are free of 4 in total"), std::string::npos) << msg;
+    EXPECT_EQ(engine->sequence_length(b), 0);
+    EXPECT_EQ(engine->sequence_length(a), 40);
+    EXPECT_EQ(engine->kv_stats().free_blocks, 1);
+    engine->remove_sequence(a);
+    EXPECT_EQ(engine->kv_stats().free_blocks, 4);
+    forward_one(*engine, b, pb, false);
+    EXPECT_EQ(engine->sequence_length(b), 30);
+    const std::string too_long = error_of([&] { forward_one(*engine, b, random_tokens(gen, 35, config.vocab_size), false); });
+    EXPECT_NE(too_long.find("would grow to 65 tokens, over the longest this engine holds (64"), std::string::npos)
+        << too_long;
   }
 }
 
