@@ -11,6 +11,7 @@
 #include "core/rng.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_stream.h"
 #include "kernels/cuda/skinny_gemm.h"
 #include "kernels/mma_packing.h"
 #include "plan/cuda/plan_cuda.h"
@@ -47,20 +48,6 @@ class Buffer {
   void* ptr_ = nullptr;
 };
 
-class Stream {
- public:
-  Stream() { FUSELM_CUDA_THROW(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
-  ~Stream() {
-    cudaStreamSynchronize(stream_);
-    cudaStreamDestroy(stream_);
-  }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
 
 class EventPair {
  public:
@@ -334,7 +321,7 @@ Plan tune_plan(const ModelConfig& config, DType dtype, const PlanLimits& limits,
   FUSELM_CUDA_THROW(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
   if (log) log(str_cat("tuning on ", gpu.describe(), ", L2 ", l2 >> 20, " MiB, ", dtype_name(dtype), "; decode buckets up "
                        "to ", limits.max_batch, ", sequences up to ", limits.max_seq_len, " tokens"));
-  Stream stream;
+  CudaStream stream;
 
   for (DecodeGemmChoice& c : plan.decode.gemm) {
     GemmResult r = tune_gemm(c.op, plan, options, static_cast<size_t>(l2), stream.get(), log);

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_stream.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/residual.h"
@@ -38,21 +39,6 @@ void require_cuda_device() {
   }
 }
 
-// Owns the engine's stream; declared first among the members so that it goes last.
-class Stream {
- public:
-  Stream() { FUSELM_CUDA_THROW(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
-  ~Stream() {
-    cudaStreamSynchronize(stream_);
-    cudaStreamDestroy(stream_);
-  }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
 
 // Both paths share the weights, the paged KV cache, the memory plan and prefill, which runs one
 // kernel per operation with intermediates in the arena. Decode steps (one token per sequence) run
@@ -92,7 +78,6 @@ class CudaEngineImpl final : public CudaEngine {
   // Fused path: pads the step's rows up to its bucket and replays the bucket's graph; the logits
   // of row b are then at fused_->logits() + b * vocab.
   void run_fused_decode(const Step& step);
-  bool fused_step(std::span<const SequenceChunk> chunks) const;
   void upload_range(const ArenaSlice& s, size_t offset, size_t bytes);
 
   template <class T>
@@ -109,7 +94,7 @@ class CudaEngineImpl final : public CudaEngine {
   }
   void upload(const ArenaSlice& s, size_t bytes);
 
-  std::unique_ptr<Stream> stream_holder_;
+  std::unique_ptr<CudaStream> stream_holder_;  // declared first among the members so that it goes last
   cudaStream_t stream_ = nullptr;
   ModelConfig config_;
   EngineOptions options_;
@@ -164,7 +149,7 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
   } else {
     kernel_plan_ = make_rule_plan(config_, dtype_, gpu, plan_limits);
   }
-  stream_holder_ = std::make_unique<Stream>();
+  stream_holder_ = std::make_unique<CudaStream>();
   stream_ = stream_holder_->get();
 
   weights_ = upload_weights(model, dtype_, stream_);
@@ -273,13 +258,6 @@ void CudaEngineImpl::upload_range(const ArenaSlice& s, size_t offset, size_t byt
   if (bytes == 0) return;
   FUSELM_CUDA_THROW(cudaMemcpyAsync(input_device<std::byte>(s) + offset, input_host<std::byte>(s) + offset, bytes,
                                     cudaMemcpyHostToDevice, stream_));
-}
-
-bool CudaEngineImpl::fused_step(std::span<const SequenceChunk> chunks) const {
-  if (!fused_) return false;
-  for (const SequenceChunk& c : chunks)
-    if (c.tokens.size() != 1) return false;
-  return true;
 }
 
 void CudaEngineImpl::run_fused_decode(const Step& step) {
