@@ -155,6 +155,36 @@ __device__ __forceinline__ T from_float(float v) {
 __device__ __forceinline__ int frag_row(int g, int i) { return g + (i >= 2 ? 8 : 0); }
 __device__ __forceinline__ int frag_token(int mt, int t, int i) { return mt * 8 + 2 * t + (i & 1); }
 
+// c = the accumulator fragment `slot` of cluster rank 0 + rank 1 + ... in that order (`part` is
+// this CTA's partial buffer; with k_split 1 it is read directly).
+template <int MT>
+__device__ __forceinline__ void sum_cluster_partials(float (&c)[MT][4], float* part, int slot, int k_split, int lane) {
+  const float* first = k_split > 1 ? cluster_peer(part, 0) : part;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) c[mt][i] = first[((slot * MT + mt) * 4 + i) * 32 + lane];
+  for (int q = 1; q < k_split; ++q) {
+    const float* peer = cluster_peer(part, q);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) c[mt][i] += peer[((slot * MT + mt) * 4 + i) * 32 + lane];
+  }
+}
+
+// The folded RMSNorm: each token's column times its 1/rms (columns past m get 0).
+template <int MT>
+__device__ __forceinline__ void scale_by_rstd(float (&c)[MT][4], const float* rstd, int t, int m) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int tok = frag_token(mt, t, i);
+      c[mt][i] *= tok < m ? rstd[tok] : 0.0f;
+    }
+}
+
 struct StoreEpilogue {
   void* out;
   DType out_dtype;
@@ -485,27 +515,8 @@ __global__ void __launch_bounds__(WARPS * 32)
     if (r % k_split != rank || (r / k_split) % WARPS != warp) continue;
     // Rank 0 + rank 1 + ... in that order, whichever rank adds them.
     float c[MT][4];
-    const float* first = k_split > 1 ? cluster_peer(part, 0) : part;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) c[mt][i] = first[((r * MT + mt) * 4 + i) * 32 + lane];
-    for (int q = 1; q < k_split; ++q) {
-      const float* peer = cluster_peer(part, q);
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) c[mt][i] += peer[((r * MT + mt) * 4 + i) * 32 + lane];
-    }
-    if (norm.partials != nullptr) {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int tok = frag_token(mt, t, i);
-          c[mt][i] *= tok < m ? rstd[tok] : 0.0f;
-        }
-    }
+    sum_cluster_partials<MT>(c, part, r, k_split, lane);
+    if (norm.partials != nullptr) scale_by_rstd<MT>(c, rstd, t, m);
     if (tile0 + r < row_tiles) epilogue.template apply<T, MT>(tile0 + r, g, t, c, m);
   }
   // A CTA's shared memory must outlive its peers' reads of it.
@@ -697,28 +708,9 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
 #pragma unroll
           for (int i = 0; i < 4; ++i) c[mt][i] = acc[r][mt][i];
       } else {
-        const float* first = cluster_peer(part, 0);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) c[mt][i] = first[((j * MT + mt) * 4 + i) * 32 + lane];
-        for (int q = 1; q < k_split; ++q) {
-          const float* peer = cluster_peer(part, q);
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) c[mt][i] += peer[((j * MT + mt) * 4 + i) * 32 + lane];
-        }
+        sum_cluster_partials<MT>(c, part, j, k_split, lane);
       }
-      if (norm.partials != nullptr) {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int tok = frag_token(mt, t, i);
-            c[mt][i] *= tok < m ? rstd[tok] : 0.0f;
-          }
-      }
+      if (norm.partials != nullptr) scale_by_rstd<MT>(c, rstd, t, m);
       epilogue.template apply<T, MT>(tile0 + j, g, t, c, m);
     }
   }
