@@ -52,6 +52,13 @@ std::vector<int32_t> random_tokens(std::mt19937& gen, int n, int vocab) {
   return t;
 }
 
+// The index of the first value whose bits differ, or a.size() when none does (sizes equal).
+size_t first_bitwise_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return i;
+  return a.size();
+}
+
 TEST(FusedEngine, UnsupportedReasons) {
   ModelConfig c = small_llama();
   EXPECT_EQ(fused_decode_unsupported_reason(c, DType::BF16), "");
@@ -167,12 +174,7 @@ TEST(FusedEngine, DecodeIsBitwiseBatchInvariant) {
   for (int others : {1, 6, 63}) {
     const std::vector<float> beside = run_target(*engine, prompt, feed, others, 100 + others);
     ASSERT_EQ(beside.size(), alone.size());
-    size_t first_diff = alone.size();
-    for (size_t i = 0; i < alone.size(); ++i)
-      if (std::memcmp(&alone[i], &beside[i], sizeof(float)) != 0) {
-        first_diff = i;
-        break;
-      }
+    const size_t first_diff = first_bitwise_difference(alone, beside);
     EXPECT_EQ(first_diff, alone.size()) << "with " << others << " others: first differing logit at decode step "
                                         << first_diff / config.vocab_size;
   }
@@ -230,12 +232,7 @@ TEST(FusedEngine, PrefillChunkSizeAndCompanyDoNotChangeResults) {
   for (const Case& c : {Case{64, 0}, Case{512, 0}, Case{600, 5}, Case{64, 3}}) {
     const std::vector<float> got = prefill_then_decode(*engine, prompt, feed, c.chunk, c.others);
     ASSERT_EQ(got.size(), whole.size());
-    size_t first_diff = whole.size();
-    for (size_t i = 0; i < whole.size(); ++i)
-      if (std::memcmp(&whole[i], &got[i], sizeof(float)) != 0) {
-        first_diff = i;
-        break;
-      }
+    const size_t first_diff = first_bitwise_difference(whole, got);
     EXPECT_EQ(first_diff, whole.size()) << "chunks of " << c.chunk << " with " << c.others
                                         << " other prompts: first differing logits row " << first_diff / config.vocab_size
                                         << " (0 = after the prompt)";
