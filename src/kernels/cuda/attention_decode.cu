@@ -58,8 +58,9 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   constexpr int kChunks = HEAD_DIM / 8;
   extern __shared__ __align__(128) uint8_t smem[];
 
-  wait_for_previous_grid();  // q, K and V come from the previous kernel
+  // The next kernel (the combine) may launch at once: it waits for this grid before its reads.
   allow_next_grid();
+  wait_for_previous_grid();  // q, K and V come from the previous kernel
   const int seq = blockIdx.z;
   const int kv_head = blockIdx.y / head_tiles;
   const int head_tile = blockIdx.y % head_tiles;
@@ -192,8 +193,8 @@ __global__ void __launch_bounds__(HEAD_DIM / 4 * kCombineHeads)
     decode_combine_kernel(const float* __restrict__ partial_out, const float* __restrict__ partial_lse,
                           uint16_t* __restrict__ out, const int32_t* __restrict__ kv_lens, int n_heads,
                           int split_tokens, int max_splits, int64_t capacity) {
+  allow_next_grid();  // the next GEMM streams its weights while the splits are merged
   wait_for_previous_grid();
-  allow_next_grid();
   const int seq = blockIdx.y;
   const int head = blockIdx.x * kCombineHeads + threadIdx.y;
   if (head >= n_heads) return;

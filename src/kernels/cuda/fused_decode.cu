@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/mma_packing.h"
 
 namespace fuselm {
@@ -27,6 +28,8 @@ __device__ __forceinline__ void store_element(void* p, DType t, int64_t i, float
 // One CTA per token; thread j owns 16-element tile j (fixed summation order).
 __global__ void fused_embed_kernel(const void* table, DType dtype, int hidden, const int32_t* tokens,
                                    const float* norm_weight, float* residual, void* xg, float* partials) {
+  allow_next_grid();  // the first GEMM streams its weights meanwhile
+  wait_for_previous_grid();
   const int tok = blockIdx.x;
   const int64_t row = static_cast<int64_t>(tokens[tok]) * hidden;
   const int tiles = (hidden + 15) / 16;
@@ -75,12 +78,12 @@ __global__ void pack_kernel(const uint16_t* src, int64_t src_rows, int64_t cols,
 }  // namespace
 
 Status fused_embed(const void* table, DType dtype, int hidden, const int32_t* tokens, int m, const float* norm_weight,
-                   float* residual, void* xg, float* partials, cudaStream_t stream) {
+                   float* residual, void* xg, float* partials, cudaStream_t stream, bool pdl) {
   if (dtype != DType::BF16 && dtype != DType::F16)
     return Status::error(str_cat("fused_embed: unsupported dtype=", dtype_name(dtype), " (supported: bf16, f16)"));
   if (m < 1 || m > kSkinnyGemmMaxTokens) return Status::error(str_cat("fused_embed: m=", m, " (supported: 1..16)"));
-  fused_embed_kernel<<<m, 256, 0, stream>>>(table, dtype, hidden, tokens, norm_weight, residual, xg, partials);
-  FUSELM_CUDA_RETURN_LAUNCH();
+  FUSELM_CUDA_RETURN(launch_kernel(fused_embed_kernel, dim3(m), dim3(256), 0, stream, pdl, table, dtype, hidden, tokens,
+                                   norm_weight, residual, xg, partials));
   return Status();
 }
 
@@ -126,7 +129,7 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
 
   Status s = fused_embed(model.embedding, model.dtype, model.hidden, in.tokens, m,
                          model.layers.empty() ? model.final_norm : model.layers[0].attn_norm, buf.residual, buf.xg,
-                         buf.partials, stream);
+                         buf.partials, stream, model.pdl);
   if (!s.ok()) return s;
   const SkinnyInput xg_in{buf.xg, model.hidden, m};
   for (size_t l = 0; l < model.layers.size(); ++l) {

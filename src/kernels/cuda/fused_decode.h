@@ -89,7 +89,7 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
 // Gathers embeddings into the residual stream and writes the first norm's inputs (x·g, per-tile
 // sums of squares), as the residual epilogue does for later layers.
 Status fused_embed(const void* table, DType dtype, int hidden, const int32_t* tokens, int m, const float* norm_weight,
-                   float* residual, void* xg, float* partials, cudaStream_t stream);
+                   float* residual, void* xg, float* partials, cudaStream_t stream, bool pdl = false);
 
 // Repacks a row-major device matrix [src_rows][cols] into the fragment layout (mma_packing.h),
 // rows picked by row_map (device, packed_rows entries, -1 = zero row) or the identity when null.

@@ -124,11 +124,19 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
 // Generic-proxy reads of a buffer are ordered before the bulk copy that overwrites it.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, int bytes, uint64_t* bar) {
+// The weight stream is read once: its lines are the first L2 evicts, ahead of activations, norm
+// partials and the KV cache, which later kernels of the step read again.
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, int bytes, uint64_t* bar, uint64_t policy) {
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
           smem_address(dst)),
-      "l"(src), "r"(bytes), "r"(smem_address(bar))
+      "l"(src), "r"(bytes), "r"(smem_address(bar)), "l"(policy)
       : "memory");
 }
 #endif
@@ -589,13 +597,14 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
   if (warp == WARPS) {
     // Producer. Weight stages first (they depend on no earlier kernel), then, after the previous
     // grid is done, the activations of those stages; later stages wait for their buffer to be free.
+    const uint64_t policy = l2_evict_first_policy();
     auto issue_weights = [&](int s) {
       const int b = s % STAGES;
       const int64_t kt0 = k_begin + static_cast<int64_t>(s) * U;
       const int n_k = static_cast<int>(min(static_cast<int64_t>(U), k_end - kt0));
       mbar_arrive_expect_tx(&full[b], tiles_here * n_k * 512);
       for (int j = 0; j < tiles_here; ++j)
-        bulk_copy(wbuf + (b * NT + j) * U * 32, w + ((tile0 + j) * k_tiles + kt0) * 32, n_k * 512, &full[b]);
+        bulk_copy(wbuf + (b * NT + j) * U * 32, w + ((tile0 + j) * k_tiles + kt0) * 32, n_k * 512, &full[b], policy);
     };
     auto issue_x = [&](int s) {
       const int b = s % STAGES;
@@ -665,7 +674,8 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
     }
     wait_for_previous_grid();  // (a no-op by now when the CTA has stages) before norm and epilogue reads
   }
-  // The weight stream is issued and consumed: the next kernel may start streaming its own.
+  // The weight stream is issued and consumed: the next kernel may start streaming its own. (Letting
+  // it start when this grid starts was slower on the 8B step: docs/kernels/fused_decode.md.)
   allow_next_grid();
 
   __syncthreads();  // all stages consumed: the pipeline memory now holds the partial sums
