@@ -69,7 +69,7 @@ using attention_detail::PrefillVariant;
 
 // Every instantiated variant is checked on the same inputs; the public launchers pick one.
 const std::vector<PrefillVariant> kPrefillVariants{{16, 64}, {32, 64}, {32, 32}};
-const std::vector<DecodeVariant> kDecodeVariants{{2}, {3}};
+const std::vector<DecodeVariant> kDecodeVariants{{2}, {3}, {4}};
 
 std::string variant_str(const PrefillVariant& v) {
   return "rows_per_warp=" + std::to_string(v.rows_per_warp) + " keys_per_tile=" + std::to_string(v.keys_per_tile);

@@ -6,8 +6,13 @@
 // least 0.05 apart. Invariance and repeatability are bitwise.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 
 #include "gpu_test_util.h"
 #include "reference_model.h"
@@ -182,6 +187,65 @@ TEST(FusedEngine, DecodeIsBitwiseBatchInvariant) {
   EXPECT_EQ(0, std::memcmp(alone.data(), run_target(*engine, prompt, feed, 0, 1).data(), alone.size() * sizeof(float)));
   auto second = make_cuda_engine(*model, options(ExecutionPath::Fused, 16));
   EXPECT_EQ(0, std::memcmp(alone.data(), run_target(*second, prompt, feed, 0, 1).data(), alone.size() * sizeof(float)));
+}
+
+// The invariance test's target run alone on a fresh engine over the test model: what the
+// repeat and restart checks below compare.
+std::vector<float> fresh_engine_run() {
+  std::mt19937 gen(202);
+  const ModelConfig config = small_llama();
+  auto model = make_synthetic_model(config, false);
+  auto engine = make_cuda_engine(*model, options(ExecutionPath::Fused));
+  const std::vector<int32_t> prompt = random_tokens(gen, 70, config.vocab_size);
+  const std::vector<int32_t> feed = random_tokens(gen, 128, config.vocab_size);
+  return run_target(*engine, prompt, feed, 0, 1);
+}
+
+// Run only as a child process of the test below: writes fresh_engine_run()'s logits to the file
+// FUSELM_RESTART_LOGITS names.
+TEST(FusedEngine, DISABLED_WriteLogitsForTheRestartCheck) {
+  FUSELM_REQUIRE_GPU();
+  const char* path = std::getenv("FUSELM_RESTART_LOGITS");
+  if (path == nullptr) GTEST_SKIP() << "run by FusedEngine.RepeatedRunsAndProcessRestartsAreBitwiseEqual";
+  const std::vector<float> logits = fresh_engine_run();
+  std::FILE* f = std::fopen(path, "wb");
+  ASSERT_NE(f, nullptr) << path;
+  ASSERT_EQ(std::fwrite(logits.data(), sizeof(float), logits.size(), f), logits.size());
+  ASSERT_EQ(std::fclose(f), 0);
+}
+
+// 10 runs in one process (each on a fresh engine: new weights upload, buffers, graphs and cache)
+// and 2 runs in new processes of this binary give the same bits at every one of 128 decode steps.
+TEST(FusedEngine, RepeatedRunsAndProcessRestartsAreBitwiseEqual) {
+  FUSELM_REQUIRE_GPU();
+  const std::vector<float> first = fresh_engine_run();
+  ASSERT_FALSE(first.empty());
+  for (int run = 1; run < 10; ++run) {
+    const std::vector<float> again = fresh_engine_run();
+    ASSERT_EQ(again.size(), first.size());
+    EXPECT_EQ(first_bitwise_difference(first, again), first.size()) << "run " << run + 1 << " of 10 differs";
+  }
+  char self[4096] = {};
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) GTEST_SKIP() << "cannot find this test binary (/proc/self/exe) to restart it";
+  for (int restart = 1; restart <= 2; ++restart) {
+    const std::string path = testing::TempDir() + "fuselm-restart-" + std::to_string(getpid()) + "-" +
+                             std::to_string(restart) + ".bin";
+    const std::string command = "FUSELM_RESTART_LOGITS='" + path + "' '" + std::string(self, static_cast<size_t>(n)) +
+                                "' --gtest_also_run_disabled_tests "
+                                "--gtest_filter=FusedEngine.DISABLED_WriteLogitsForTheRestartCheck >/dev/null 2>&1";
+    ASSERT_EQ(std::system(command.c_str()), 0) << "the child process failed: " << command;
+    std::vector<float> child(first.size());
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    ASSERT_NE(f, nullptr) << "the child process wrote no logits to " << path;
+    const size_t got = std::fread(child.data(), sizeof(float), child.size() + 1, f);
+    std::fclose(f);
+    std::remove(path.c_str());
+    ASSERT_EQ(got, first.size()) << "restart " << restart << " wrote " << got << " logits, expected " << first.size();
+    EXPECT_EQ(first_bitwise_difference(first, child), first.size())
+        << "process restart " << restart << ": first differing logit at decode step "
+        << first_bitwise_difference(first, child) / small_llama().vocab_size;
+  }
 }
 
 // The target's prompt prefilled in chunks of `chunk` tokens, each step shared with `others` other

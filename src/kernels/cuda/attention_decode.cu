@@ -239,16 +239,21 @@ Status dispatch_stages(int stages, F&& f) {
   switch (stages) {
     case 2: return f(IntConst<2>{});
     case 3: return f(IntConst<3>{});
-    default: return Status::error(str_cat("decode_attention: unsupported stages=", stages, " (supported: 2, 3)"));
+    case 4: return f(IntConst<4>{});
+    default: return Status::error(str_cat("decode_attention: unsupported stages=", stages, " (supported: 2, 3, 4)"));
   }
 }
 
 }  // namespace
 
-DecodeVariant choose_decode_variant(int /*head_dim*/) {
+DecodeVariant choose_decode_variant(int /*head_dim*/, int batch, int n_kv_heads, int sm_count) {
   // Measured on H200: three stages (2 CTAs per multiprocessor) lost 2-16% to two stages (3 CTAs
-  // per multiprocessor): more CTAs in flight beat a deeper pipeline per CTA.
-  return DecodeVariant{2};
+  // per multiprocessor) at large batches: more CTAs in flight beat a deeper pipeline per CTA.
+  // A small batch has too few CTAs to fill the GPU either way; there a 256-key split's four
+  // 64-key stages are all in flight at once instead of one after the other (latency, not
+  // bandwidth). The stage count does not change a result bit, so it may follow the batch.
+  const int64_t ctas_per_split = static_cast<int64_t>(batch) * n_kv_heads;
+  return DecodeVariant{ctas_per_split * 4 <= sm_count ? 4 : 2};
 }
 
 Status decode_attention_variant(const DecodeVariant& variant, const void* q, void* out, DType dtype,
@@ -323,8 +328,17 @@ size_t decode_attention_workspace_bytes(const AttentionShape& shape, const Decod
 Status decode_attention(const void* q, void* out, DType dtype, const AttentionShape& shape, const PagedKvView& kv,
                         const int32_t* kv_lens, int batch, const DecodeAttentionPlan& plan, void* workspace,
                         cudaStream_t stream) {
-  return attention_detail::decode_attention_variant(attention_detail::choose_decode_variant(shape.head_dim), q, out,
-                                                    dtype, shape, kv, kv_lens, batch, plan, workspace, stream);
+  static int sm_count = [] {
+    int device = 0, sms = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+      return 0;  // two stages: the choice for large batches
+    return sms;
+  }();
+  const attention_detail::DecodeVariant variant =
+      attention_detail::choose_decode_variant(shape.head_dim, batch, shape.n_kv_heads, sm_count);
+  return attention_detail::decode_attention_variant(variant, q, out, dtype, shape, kv, kv_lens, batch, plan, workspace,
+                                                    stream);
 }
 
 }  // namespace fuselm

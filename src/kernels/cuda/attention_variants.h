@@ -21,14 +21,17 @@ struct PrefillVariant {
 };
 
 struct DecodeVariant {
-  int stages = 2;  // K/V stages of 64 keys in shared memory: 2 or 3 (1 or 2 loads in flight)
+  int stages = 2;  // K/V stages of 64 keys in shared memory: 2, 3 or 4 (1, 2 or 3 loads in flight)
 };
 
 // The variants prefill_attention / decode_attention run (measurements: docs/kernels/attention.md).
-// Fixed per head_dim, never chosen from the batch: two tilings round differently in the last bits,
-// so a batch-dependent choice would make a sequence's output depend on its batch.
+// The prefill tiling is fixed per head_dim, never chosen from the batch: two tilings round
+// differently in the last bits, so a batch-dependent choice would make a sequence's output depend
+// on its batch. The decode stage count changes no bit (every stage count runs the same warps over
+// the same keys in the same order), so it follows the batch: deeper for batches too small to
+// fill the GPU.
 PrefillVariant choose_prefill_variant(int head_dim);
-DecodeVariant choose_decode_variant(int head_dim);
+DecodeVariant choose_decode_variant(int head_dim, int batch, int n_kv_heads, int sm_count);
 
 Status prefill_attention_variant(const PrefillVariant& variant, const void* q, void* out, DType dtype,
                                  const AttentionShape& shape, const PagedKvView& kv, const int32_t* q_starts,
