@@ -329,6 +329,54 @@ TEST(SkinnyGemm, NormPrologueAndResidualEpilogueChain) {
   }
 }
 
+// One token through a CTA-pipeline variant with k_split 4 or 8 runs on its warp-pipeline twin
+// (SkinnyGemmLaunch::single_token_twin); the twin must give the CTA kernel's bits, norm and
+// residual epilogue included, or batch 1 would round differently from every other batch.
+TEST(SkinnyGemm, SingleTokenTwinGivesTheCtaPipelinesBits) {
+  REQUIRE_GPU();
+  if (!skinny_gemm_clusters_supported()) GTEST_SKIP() << "the CTA pipeline needs sm_90 clusters";
+  const DType t = DType::BF16;
+  for (Shape s : {Shape{512, 4096}, Shape{200, 1030}, Shape{272, 14336}}) {
+    const int64_t rows = s.rows, cols = s.cols, tiles = mma_tiles(cols);
+    TestWeight w(rows, cols, t);
+    TestInput in(1, cols, t, cols + cols % 8);
+    DeviceBuffer<float> norm_partials(tiles);
+    std::vector<float> squares = random_values(tiles, 1.0f);
+    for (auto& x : squares) x = x * x;
+    norm_partials.upload(squares);
+    const SkinnyNorm norm{norm_partials.ptr, static_cast<int>(tiles), static_cast<int>(cols), 1e-5f};
+    const auto resid0 = random_values(rows, 1.0f);
+    DeviceBuffer<float> g_next(rows);
+    g_next.upload(random_values(rows, 1.0f));
+    int twins = 0;
+    for (const auto& v : skinny_gemm_variants()) {
+      if (v.pipeline != SkinnyPipeline::kCtaSplitRows || (v.k_split != 4 && v.k_split != 8)) continue;
+      ++twins;
+      std::vector<float> got[2];
+      std::vector<uint16_t> got_xg[2];
+      for (int twin = 0; twin < 2; ++twin) {
+        DeviceBuffer<float> resid(rows), partials(mma_tiles(rows));
+        DeviceBuffer<uint16_t> xg(rows);
+        resid.upload(resid0);
+        partials.poison();
+        xg.poison();
+        SkinnyGemmLaunch launch;
+        launch.single_token_twin = twin == 1;
+        STATUS_OK(skinny_gemm_residual(w.view, in.view, norm,
+                                       SkinnyResidualOut{resid.ptr, rows, g_next.ptr, xg.ptr, rows, partials.ptr}, v,
+                                       nullptr, launch));
+        got[twin] = resid.download();
+        const auto p = partials.download();
+        got[twin].insert(got[twin].end(), p.begin(), p.end());
+        got_xg[twin] = xg.download();
+      }
+      EXPECT_TRUE(bitwise_equal(got[0], got[1])) << v.name() << " " << rows << "x" << cols;
+      EXPECT_TRUE(bitwise_equal(got_xg[0], got_xg[1])) << v.name() << " " << rows << "x" << cols;
+    }
+    EXPECT_GT(twins, 0);
+  }
+}
+
 TEST(SkinnyGemm, QkvRopeWritesRotatedQueryAndPagedCache) {
   REQUIRE_GPU();
   for (int head_dim : {64, 128})

@@ -88,6 +88,9 @@ struct SkinnyGemmLaunch {
   // previous kernel's results (griddepcontrol.wait) before it reads activations or writes anything.
   // It lets the next kernel start once its own weight stream is issued. Works under graph capture.
   bool pdl = false;
+  // At m = 1, run a CTA-pipeline variant with k_split 4 or 8 on its warp-pipeline twin (rt1_w4 /
+  // rt1_w8: the same K pieces added in the same order, so the same bits; faster for one token).
+  bool single_token_twin = true;
 };
 
 // out[m][n] (+)= result, written as `out_dtype` (F32, BF16 or F16) with row stride out_stride.
