@@ -1,7 +1,12 @@
-// Probe: SM copy kernels (grid-stride and block-contiguous, 4 or 8 loads in flight, with and
-// without streaming hints) against cudaMemcpy D2D on 1 GiB. Build: nvcc -O3 -arch=sm_90a.
-// Results are in bench/results/README.md.
+// Probe: SM copy kernels (grid-stride, block-contiguous and block-tiled, 4 to 16 loads in flight,
+// with and without cache hints, 1 to 8 blocks per SM) and bulk-copy (TMA) kernels (chunk size,
+// stages, stores in flight, blocks per SM, chunk order, L2 hint) against cudaMemcpy D2D on 1 GiB,
+// with and without a host launch gap in the timing; whether cudaMemcpy runs on the SMs; write-only
+// bandwidth. `copy_probe once` runs each kind of copy once, for a profiler.
+// Build: nvcc -O3 -arch=sm_90a. Results are in bench/results/README.md.
 #include <cstdio>
+#include <cstring>
+#include <cstdint>
 #include <vector>
 #include <algorithm>
 #include <cuda_runtime.h>
@@ -32,11 +37,163 @@ __global__ void __launch_bounds__(256) chunked(const uint4* __restrict__ s, uint
   }
   for (; i < e; i += 256) d[i] = s[i];
 }
-int main() {
+// Block tiles: block b copies tiles b, b + grid, ... of U * blockDim vectors, each thread U
+// vectors blockDim apart, so a block's loads in flight are one contiguous U * 4 KiB run.
+template <int U, bool L2_256>
+__global__ void __launch_bounds__(256) tiled(const uint4* __restrict__ s, uint4* __restrict__ d, size_t n) {
+  const size_t tile = (size_t)U * blockDim.x;
+  size_t i = (size_t)blockIdx.x * tile + threadIdx.x;
+  for (; i + (U - 1) * blockDim.x < n; i += (size_t)gridDim.x * tile) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint4* from = s + i + u * blockDim.x;
+      if (L2_256)
+        asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(from));
+      else
+        v[u] = *from;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) d[i + u * blockDim.x] = v[u];
+  }
+  for (; i < n; i += blockDim.x) d[i] = s[i];  // only the last, partial tile gets here
+}
+// Grid-stride with the L2 256-byte prefetch hint on the loads.
+template <int U>
+__global__ void __launch_bounds__(256) grid_stride_l2(const uint4* __restrict__ s, uint4* __restrict__ d, size_t n) {
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  for (; i + (U - 1) * stride < n; i += U * stride) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(s + i + u * stride));
+#pragma unroll
+    for (int u = 0; u < U; ++u) d[i + u * stride] = v[u];
+  }
+  for (; i < n; i += stride) d[i] = s[i];
+}
+__global__ void __launch_bounds__(256) write_only(uint4* __restrict__ d, size_t n) {
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) d[i] = make_uint4(1, 2, 3, 4);
+}
+// Spins for about `cycles` clocks: launched wide it holds every SM; as one warp it delays what is queued behind it.
+__global__ void __launch_bounds__(1024) spin(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {}
+}
+// Bulk copy (TMA): each block takes C-byte chunks (grid-strided, or one contiguous range) through
+// S shared-memory stages, one thread issuing; chunk k is loaded into stage k % S (mbarrier), then
+// stored from it as one bulk group, with up to L stores still reading their stages while S - L
+// loads are in flight. Optionally both sides carry an L2 evict-first hint.
+struct BulkConfig { int chunk, stages, stores, blocks_per_sm; bool contiguous, evict_first; };
+__device__ __forceinline__ uint32_t sa(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void wait_read(int l) {
+  switch (l) {
+    case 1: asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory"); break;
+    case 2: asm volatile("cp.async.bulk.wait_group.read 2;" ::: "memory"); break;
+    case 3: asm volatile("cp.async.bulk.wait_group.read 3;" ::: "memory"); break;
+    default: asm volatile("cp.async.bulk.wait_group.read 4;" ::: "memory"); break;
+  }
+}
+constexpr int kMaxStages = 16;
+__global__ void __launch_bounds__(32) bulk(const uint4* __restrict__ s, uint4* __restrict__ d, size_t n, BulkConfig c) {
+  extern __shared__ __align__(128) unsigned char st[];
+  __shared__ uint64_t bar[kMaxStages];
+  if (threadIdx.x != 0) return;
+  const size_t C = c.chunk, S = c.stages, L = c.stores;
+  const size_t total = n * 16, chunks = (total + C - 1) / C;
+  size_t first = blockIdx.x, step = gridDim.x, mine = 0;
+  if (c.contiguous) {
+    first = chunks * blockIdx.x / gridDim.x, step = 1;
+    mine = chunks * (blockIdx.x + 1) / gridDim.x - first;
+  } else if (blockIdx.x < chunks) {
+    mine = (chunks - blockIdx.x + gridDim.x - 1) / gridDim.x;
+  }
+  if (mine == 0) return;
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  for (size_t i = 0; i < S; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(sa(&bar[i])) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;\n fence.proxy.async.shared::cta;" ::: "memory");
+  auto off = [&](size_t k) { return (first + k * step) * C; };
+  auto len = [&](size_t o) { return (uint32_t)(total - o < C ? total - o : C); };
+  auto load = [&](size_t k) {
+    const size_t o = off(k); const uint32_t b = len(o), m = sa(&bar[k % S]), to = sa(st + (k % S) * C);
+    const char* from = (const char*)s + o;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(m), "r"(b) : "memory");
+    if (c.evict_first)
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                   ::"r"(to), "l"(from), "r"(b), "r"(m), "l"(policy) : "memory");
+    else
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                   ::"r"(to), "l"(from), "r"(b), "r"(m) : "memory");
+  };
+  for (size_t k = 0; k < mine && k < S - L; ++k) load(k);
+  for (size_t k = 0; k < mine; ++k) {
+    uint32_t done = 0;
+    do asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                    : "=r"(done) : "r"(sa(&bar[k % S])), "r"((uint32_t)((k / S) & 1)) : "memory");
+    while (!done);
+    const size_t o = off(k);
+    const uint32_t from = sa(st + (k % S) * C), b = len(o);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    if (c.evict_first)
+      asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;"
+                   ::"l"((char*)d + o), "r"(from), "r"(b), "l"(policy) : "memory");
+    else
+      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"((char*)d + o), "r"(from), "r"(b)
+                   : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    if (k + S - L < mine) {
+      wait_read((int)L);
+      load(k + S - L);
+    }
+  }
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+int bulk_grid(BulkConfig c) {
+  int sms = 0, per_sm = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  cudaFuncSetAttribute(bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, c.chunk * c.stages);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bulk, 32, c.chunk * c.stages);
+  return sms * std::min(per_sm, c.blocks_per_sm);
+}
+int main(int argc, char** argv) {
   size_t bytes = size_t(1) << 30, n = bytes / 16;
-  uint4 *s, *d; cudaMalloc(&s, bytes); cudaMalloc(&d, bytes); cudaMemset(s, 1, bytes);
+  uint4 *s, *d; cudaMalloc(&s, bytes); cudaMalloc(&d, bytes);
+  // `copy_probe once`: each copy once, nothing else, for a profiler (the memcpy first).
+  if (argc > 1 && std::strcmp(argv[1], "once") == 0) {
+    cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice);
+    grid_stride<4, false><<<264, 256>>>(s, d, n);
+    const BulkConfig c{32768, 6, 2, 1, false, false};
+    bulk<<<bulk_grid(c), 32, c.chunk * c.stages>>>(s, d, n, c);
+    cudaDeviceSynchronize();
+    printf("once: %s\n", cudaGetErrorString(cudaGetLastError()));
+    return 0;
+  }
+  cudaMemset(s, 1, bytes);
   cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
   auto time = [&](auto f) { std::vector<float> ms; for (int r = 0; r < 22; ++r) { cudaEventRecord(a); f(); cudaEventRecord(b); cudaEventSynchronize(b); float t; cudaEventElapsedTime(&t, a, b); if (r >= 2) ms.push_back(t);} std::sort(ms.begin(), ms.end()); return 2.0 * bytes / (ms[ms.size()/2] * 1e-3) / 1e9; };
+  // The same, with a short spin queued ahead of the start event: the launches are then queued
+  // before the GPU reaches them, so no host submission gap falls inside the timing.
+  auto gated = [&](auto f) { std::vector<float> ms; for (int r = 0; r < 22; ++r) { spin<<<1, 32>>>(100000LL); cudaEventRecord(a); f(); cudaEventRecord(b); cudaEventSynchronize(b); float t; cudaEventElapsedTime(&t, a, b); if (r >= 2) ms.push_back(t);} std::sort(ms.begin(), ms.end()); return 2.0 * bytes / (ms[ms.size()/2] * 1e-3) / 1e9; };
+  {
+    const BulkConfig b64{65536, 3, 1, 1, false, false}, b32{32768, 6, 2, 1, false, false};
+    const int g64 = bulk_grid(b64), g32 = bulk_grid(b32);
+    for (int pass = 0; pass < 2; ++pass) {
+      auto t = [&](auto f) { return pass ? gated(f) : time(f); };
+      printf("%s: memcpy %.0f  gs4 264 %.0f  gs4 528 %.0f  gs4cs 1056 %.0f  bulk 64x3 L1 %.0f  bulk 32x6 L2 %.0f  memcpy %.0f\n",
+             pass ? "gated" : "plain", t([&] { cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice); }),
+             t([&] { grid_stride<4, false><<<264, 256>>>(s, d, n); }),
+             t([&] { grid_stride<4, false><<<528, 256>>>(s, d, n); }),
+             t([&] { grid_stride<4, true><<<1056, 256>>>(s, d, n); }),
+             t([&] { bulk<<<g64, 32, b64.chunk * b64.stages>>>(s, d, n, b64); }),
+             t([&] { bulk<<<g32, 32, b32.chunk * b32.stages>>>(s, d, n, b32); }),
+             t([&] { cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice); }));
+    }
+  }
   printf("memcpy %.0f\n", time([&] { cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice); }));
   for (int bps : {4, 8}) {
     int g = 132 * bps;
@@ -44,6 +201,65 @@ int main() {
       time([&] { grid_stride<4, false><<<g, 256>>>(s, d, n); }), time([&] { grid_stride<4, true><<<g, 256>>>(s, d, n); }),
       time([&] { grid_stride<8, false><<<g, 256>>>(s, d, n); }), time([&] { grid_stride<8, true><<<g, 256>>>(s, d, n); }),
       time([&] { chunked<4><<<g, 256>>>(s, d, n); }), time([&] { chunked<8><<<g, 256>>>(s, d, n); }));
+  }
+  for (int bps : {1, 2}) {
+    int g = 132 * bps;
+    printf("grid %d: gs4 %.0f gs8 %.0f gs16 %.0f\n", g, time([&] { grid_stride<4, false><<<g, 256>>>(s, d, n); }),
+           time([&] { grid_stride<8, false><<<g, 256>>>(s, d, n); }),
+           time([&] { grid_stride<16, false><<<g, 256>>>(s, d, n); }));
+  }
+  // Is cudaMemcpy D2D an SM kernel? Time it on its own stream while a spinning kernel fills every SM.
+  {
+    cudaStream_t side, other;
+    cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking);
+    cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
+    for (int rep = 0; rep < 3; ++rep) {
+      spin<<<132 * 2, 1024, 0, other>>>(20000000LL);  // ~10 ms at ~1.98 GHz
+      cudaEventRecord(e0, side);
+      cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice, side);
+      cudaEventRecord(e1, side);
+      cudaDeviceSynchronize();
+      float with_spin = 0; cudaEventElapsedTime(&with_spin, e0, e1);
+      printf("memcpy while every SM spins ~10 ms: %.3f ms (%s)\n", with_spin, cudaGetErrorString(cudaGetLastError()));
+    }
+  }
+  printf("write-only gs 2/SM %.0f (GB/s of bytes written x2)\n", time([&] { write_only<<<264, 256>>>(d, n); }));
+  printf("memset %.0f (x2)\n", time([&] { cudaMemsetAsync(d, 0, bytes); }));
+  for (int bps : {2, 3, 4}) {
+    int g = 132 * bps;
+    printf("grid %d: gs4 %.0f gs4-L2pf %.0f gs8-L2pf %.0f tiled4 %.0f tiled4-L2pf %.0f tiled8 %.0f tiled8-L2pf %.0f\n", g,
+           time([&] { grid_stride<4, false><<<g, 256>>>(s, d, n); }),
+           time([&] { grid_stride_l2<4><<<g, 256>>>(s, d, n); }), time([&] { grid_stride_l2<8><<<g, 256>>>(s, d, n); }),
+           time([&] { tiled<4, false><<<g, 256>>>(s, d, n); }), time([&] { tiled<4, true><<<g, 256>>>(s, d, n); }),
+           time([&] { tiled<8, false><<<g, 256>>>(s, d, n); }), time([&] { tiled<8, true><<<g, 256>>>(s, d, n); }));
+  }
+  // Correctness of the bulk kernel on a length with a short last chunk: a byte pattern, copied.
+  {
+    const size_t m = n - 3;
+    std::vector<unsigned char> h(bytes), back(bytes);
+    for (size_t i = 0; i < bytes; ++i) h[i] = (unsigned char)(i * 2654435761u >> 13);
+    cudaMemcpy(s, h.data(), bytes, cudaMemcpyHostToDevice);
+    for (BulkConfig c : {BulkConfig{32768, 6, 2, 1, false, false}, BulkConfig{16384, 4, 1, 1, true, true}}) {
+      cudaMemset(d, 0, bytes);
+      bulk<<<bulk_grid(c), 32, c.chunk * c.stages>>>(s, d, m, c);
+      cudaMemcpy(back.data(), d, bytes, cudaMemcpyDeviceToHost);
+      const bool copied = std::memcmp(h.data(), back.data(), m * 16) == 0;
+      bool rest_zero = true;
+      for (size_t i = m * 16; i < bytes; ++i) rest_zero = rest_zero && back[i] == 0;
+      printf("bulk %dK x%d L%d%s on %zu vectors: %s (%s)\n", c.chunk / 1024, c.stages, c.stores,
+             c.contiguous ? " contiguous" : "", m, copied && rest_zero ? "correct" : "WRONG",
+             cudaGetErrorString(cudaGetLastError()));
+    }
+  }
+  printf("bulk: chunk KiB x stages, stores in flight, blocks/SM, [c]ontiguous ranges, [e]vict-first\n");
+  const BulkConfig configs[] = {{8192, 8, 2, 1, 0, 0},   {16384, 4, 1, 1, 0, 0}, {16384, 6, 2, 1, 0, 0},
+                                {32768, 4, 2, 1, 0, 0},  {32768, 6, 2, 1, 0, 0}, {65536, 3, 1, 1, 0, 0},
+                                {16384, 3, 1, 4, 0, 0},  {32768, 6, 2, 1, 1, 0}, {32768, 6, 2, 1, 0, 1}};
+  for (const BulkConfig& c : configs) {
+    const int g = bulk_grid(c);
+    printf("  %2dx%-2d L%d %d/SM %s%s %.0f\n", c.chunk / 1024, c.stages, c.stores, g / 132, c.contiguous ? "c" : "-",
+           c.evict_first ? "e" : "-", time([&] { bulk<<<g, 32, c.chunk * c.stages>>>(s, d, n, c); }));
   }
   printf("memcpy %.0f\n", time([&] { cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice); }));
   return 0;

@@ -79,6 +79,154 @@ __global__ void __launch_bounds__(kThreads) copy_kernel(const uint4* __restrict_
   for (; i < n_vec; i += stride) __stcs(dst + i, __ldcs(src + i));
 }
 
+// On sm_90 the copy goes through Hopper's bulk-copy engine (TMA, non-tensor): whole chunks move
+// without passing through registers, so one thread per SM keeps the copy in flight. Each block
+// grid-strides over kBulkChunkBytes chunks through a ring of kBulkStages shared-memory stages; one
+// thread issues everything. Chunk k goes global -> stage k % kBulkStages (completing on that
+// stage's mbarrier), then stage -> global as one bulk group. Up to kBulkStoresInFlight stores may
+// still be reading their stages while the other stages hold loads in flight.
+constexpr int kBulkChunkBytes = 32 * 1024;
+constexpr int kBulkStages = 6;
+constexpr int kBulkStoresInFlight = 2;
+constexpr int kBulkLoadsInFlight = kBulkStages - kBulkStoresInFlight;
+constexpr int kBulkSmemBytes = kBulkStages * kBulkChunkBytes;
+constexpr int kBulkThreads = 32;  // one warp, of which one thread works: the engine does the moving
+static_assert(kBulkStoresInFlight >= 1 && kBulkLoadsInFlight >= 1,
+              "a stage is reloaded only after an earlier wait on its previous load");
+static_assert(kBulkChunkBytes % 16 == 0, "bulk copies move multiples of 16 bytes");
+static_assert(kBulkChunkBytes < (1 << 20), "an mbarrier phase counts fewer than 2^20 transaction bytes");
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)), "r"(count) : "memory");
+}
+
+// The barriers were initialised through the generic proxy; the bulk copies complete on them
+// through the async proxy.
+__device__ __forceinline__ void mbarrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// The arrival of the one issuing thread, and the bytes the phase must also see land.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(shared_address(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+__device__ __forceinline__ void bulk_load_to_shared(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   shared_address(dst)),
+               "l"(src), "r"(bytes), "r"(shared_address(bar))
+               : "memory");
+}
+
+__device__ __forceinline__ void bulk_store_from_shared(void* dst, const void* src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(shared_address(src)),
+               "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+
+// Until at most `kPending` of the latest store groups are still reading shared memory.
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Until every store group has completed, its writes included.
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+#endif
+
+// Launched only where bulk_copy_supported() says the sm_90 body is what runs.
+__global__ void __launch_bounds__(kBulkThreads) bulk_copy_kernel(const uint4* __restrict__ src,
+                                                                 uint4* __restrict__ dst, size_t n_vec) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) unsigned char stage_memory[];
+  __shared__ uint64_t stage_loaded[kBulkStages];
+  if (threadIdx.x != 0) return;
+
+  const size_t total_bytes = n_vec * sizeof(uint4);
+  const size_t n_chunks = (total_bytes + kBulkChunkBytes - 1) / kBulkChunkBytes;
+  if (blockIdx.x >= n_chunks) return;
+  // This block's chunks are blockIdx.x + k * gridDim.x for k < my_chunks.
+  const size_t my_chunks = (n_chunks - blockIdx.x + gridDim.x - 1) / gridDim.x;
+
+  for (int s = 0; s < kBulkStages; ++s) mbarrier_init(&stage_loaded[s], 1);
+  mbarrier_init_fence();
+
+  const auto* src_bytes = reinterpret_cast<const unsigned char*>(src);
+  auto* dst_bytes = reinterpret_cast<unsigned char*>(dst);
+  auto chunk_offset = [&](size_t k) { return (blockIdx.x + k * gridDim.x) * size_t{kBulkChunkBytes}; };
+  // The last chunk of the buffer may be short; it is still whole 16-byte vectors.
+  auto chunk_bytes = [&](size_t offset) {
+    const size_t left = total_bytes - offset;
+    return static_cast<uint32_t>(left < size_t{kBulkChunkBytes} ? left : size_t{kBulkChunkBytes});
+  };
+  auto stage_of = [&](size_t k) { return stage_memory + (k % kBulkStages) * kBulkChunkBytes; };
+  auto load_chunk = [&](size_t k) {
+    const size_t offset = chunk_offset(k);
+    const uint32_t bytes = chunk_bytes(offset);
+    uint64_t* bar = &stage_loaded[k % kBulkStages];
+    mbarrier_arrive_expect_tx(bar, bytes);
+    bulk_load_to_shared(stage_of(k), src_bytes + offset, bytes, bar);
+  };
+
+  const size_t prologue = my_chunks < size_t{kBulkLoadsInFlight} ? my_chunks : size_t{kBulkLoadsInFlight};
+  for (size_t k = 0; k < prologue; ++k) load_chunk(k);
+  for (size_t k = 0; k < my_chunks; ++k) {
+    // Chunk k is the (k / kBulkStages)-th load into its stage: that phase's parity.
+    mbarrier_wait_parity(&stage_loaded[k % kBulkStages], static_cast<uint32_t>((k / kBulkStages) & 1));
+    // Order the load's completion, seen through the barrier, before the async proxy reads the stage.
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    const size_t offset = chunk_offset(k);
+    bulk_store_from_shared(dst_bytes + offset, stage_of(k), chunk_bytes(offset));
+    bulk_commit_group();
+    // The next load goes into the stage store k - kBulkStoresInFlight read from: wait until that
+    // store (and every older one) has finished reading, leaving the newer ones in flight.
+    const size_t next = k + kBulkLoadsInFlight;
+    if (next < my_chunks) {
+      bulk_wait_group_read<kBulkStoresInFlight>();
+      load_chunk(next);
+    }
+  }
+  // Shared memory goes away with the block: no store may still be reading it, nor be unfinished.
+  bulk_wait_all();
+#else
+  (void)src;
+  (void)dst;
+  (void)n_vec;
+#endif
+}
+
+// The bulk kernel runs only as sm_90+ machine code compiled from sm_90+ source: a device of major
+// 9 or more running the sm_90a binary. Elsewhere (an older GPU, or a newer one that can only JIT
+// the compute_80 PTX, whose bulk kernel is empty) the SM copy kernel is used.
+bool bulk_copy_supported(int device) {
+  int major = 0;
+  FUSELM_CUDA_THROW(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (major < 9) return false;
+  cudaFuncAttributes attr{};
+  FUSELM_CUDA_THROW(cudaFuncGetAttributes(&attr, bulk_copy_kernel));
+  return attr.binaryVersion >= 90 && attr.ptxVersion >= 90;
+}
+
 // Frees on scope exit; destructors run during unwinding, so a failed free there is ignored
 // (the explicit checked release() path is taken on success).
 struct DeviceMemory {
@@ -281,15 +429,24 @@ BandwidthPeak measure_cuda_peak(size_t bytes, int runs) {
   // buffers, alternating run by run (ABBA) so clock drift falls on both alike.
   const size_t half = buffer_bytes / 2;
   const size_t half_vec = n_vec / 2;
+  const bool use_bulk_copy = bulk_copy_supported(device);
   int copy_blocks_per_sm = 0;
-  FUSELM_CUDA_THROW(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&copy_blocks_per_sm, copy_kernel, kThreads, 0));
+  if (use_bulk_copy) {
+    FUSELM_CUDA_THROW(
+        cudaFuncSetAttribute(bulk_copy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBulkSmemBytes));
+    FUSELM_CUDA_THROW(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&copy_blocks_per_sm, bulk_copy_kernel,
+                                                                    kBulkThreads, kBulkSmemBytes));
+  } else {
+    FUSELM_CUDA_THROW(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&copy_blocks_per_sm, copy_kernel, kThreads, 0));
+  }
   FUSELM_CHECK(copy_blocks_per_sm > 0, "peak bandwidth: the copy kernel cannot be resident on this GPU");
   const int copy_grid = sm_count * copy_blocks_per_sm;
   char* base = static_cast<char*>(buffer.ptr);
   const auto* src = data;
   auto* dst = data + half_vec;
   auto launch_copy_kernel = [&] {
-    copy_kernel<<<copy_grid, kThreads>>>(src, dst, half_vec);
+    if (use_bulk_copy) bulk_copy_kernel<<<copy_grid, kBulkThreads, kBulkSmemBytes>>>(src, dst, half_vec);
+    else copy_kernel<<<copy_grid, kThreads>>>(src, dst, half_vec);
     FUSELM_CUDA_THROW(cudaGetLastError());
   };
 
@@ -313,10 +470,15 @@ BandwidthPeak measure_cuda_peak(size_t bytes, int runs) {
   peak.copy_bytes = 2 * half;
   peak.copy_method = str_cat("cudaMemcpy device-to-device of ", half, " bytes, counted read + written, CUDA events, "
                              "median of ", runs, " runs after 2 warm-ups, alternating with the copy kernel");
-  peak.copy_kernel_method =
-      str_cat("copy kernel: grid-stride 16-byte loads and stores of ", half, " bytes (", copy_grid, " blocks x ",
-              kThreads, " threads, ", kUnroll, " loads in flight per thread), counted read + written, CUDA events, "
-              "median of ", runs, " runs after 2 warm-ups, alternating with cudaMemcpy");
+  const std::string copy_kernel_how =
+      use_bulk_copy
+          ? str_cat("bulk-copy (TMA) global -> shared -> global of ", half, " bytes in ", kBulkChunkBytes / 1024,
+                    " KiB chunks (", copy_grid, " blocks, one issuing thread each, ", kBulkStages,
+                    " shared-memory stages, ", kBulkLoadsInFlight, " loads in flight)")
+          : str_cat("grid-stride 16-byte loads and stores of ", half, " bytes (", copy_grid, " blocks x ", kThreads,
+                    " threads, ", kUnroll, " loads in flight per thread)");
+  peak.copy_kernel_method = str_cat("copy kernel: ", copy_kernel_how, ", counted read + written, CUDA events, median of ",
+                                    runs, " runs after 2 warm-ups, alternating with cudaMemcpy");
   for (int run = -2; run < runs; ++run) {
     for (int k = 0; k < 2; ++k) {
       const bool kernel = (k == 0) == (run % 2 == 0);  // kernel first on even runs, cudaMemcpy first on odd
