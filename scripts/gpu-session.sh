@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One GPU call that checks and measures what matters most first, within a device-time budget:
+#   1. scripts/gpu-check.sh (build, every GPU test, the CLI; memcheck only while its budget lasts);
+#   2. `--compare baseline,fused` latency on both synthetic shapes (the fused issue's headline);
+#   3. the full default sweeps, each only if the time left (FUSELM_SESSION_BUDGET, default 540 s
+#      from the start) covers its estimate.
+# Results land in bench/results/ and, when OUT is set, in $OUT/session-results.tar.gz.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+budget=${FUSELM_SESSION_BUDGET:-540}
+results=bench/results
+mkdir -p "$results/logs" "$results/plots"
+FUSELM_GPU_CHECK_BUDGET=${FUSELM_GPU_CHECK_BUDGET:-0} bash scripts/gpu-check.sh 2>&1 | tail -25
+fuselm=build-gpu/fuselm
+left() { echo $((budget - SECONDS)); }
+pack() { [ -n "${OUT:-}" ] && tar czf "$OUT/session-results.tar.gz" -C "$results" . 2>/dev/null; true; }
+pack
+for shape in llama-3.1-8b llama-3.2-1b; do
+  [ "$(left)" -gt 60 ] || { echo "== compare $shape: skipped, $(left) s left"; continue; }
+  echo "== compare $shape ($(left) s left)"
+  timeout $(($(left) - 5)) "$fuselm" bench -m "synthetic:$shape?vocab=32000" --scenario latency --compare baseline,fused \
+      --reps 3 -q --json "$results/h200-$shape-compare.json" --markdown "$results/h200-$shape-compare.md" 2>&1 | tail -16
+  pack
+done
+for spec in llama-3.2-1b:80 llama-3.1-8b:230; do
+  shape=${spec%%:*} need=${spec#*:}
+  [ "$(left)" -gt "$need" ] || { echo "== sweep $shape: skipped, $(left) s left of the $need s it takes"; continue; }
+  echo "== sweep $shape ($(left) s left)"
+  timeout $(($(left) - 5)) "$fuselm" bench -m "synthetic:$shape?vocab=32000" --scenario all --time-budget 300 -q \
+      --json "$results/h200-$shape.json" --markdown "$results/h200-$shape.md" 2>&1 | tail -40
+  pack
+done
