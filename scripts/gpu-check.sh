@@ -189,7 +189,7 @@ for model, g in report["golden"].items():
     fd = g.get("fused_decode") if isinstance(g, dict) else None
     if fd:
         parts = "   ".join(f"{d} top1 {x.get('top1_match', float('nan')):.3f} / rel_err {x.get('rel_err', float('nan')):.2e}"
-                           for d, x in fd.items())
+                           for d, x in fd.items() if isinstance(x, dict))
         print(f"{model:<24}one token per step (fused decode graphs): {parts}")
 for name, c in report.get("cli", {}).items():
     if "greedy24_prefix_match" in c:

@@ -8,6 +8,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 budget=${FUSELM_SESSION_BUDGET:-540}
+# The results name the commit measured (the copy of the tree on the GPU machine may carry a stale .git).
+export FUSELM_COMMIT=${FUSELM_COMMIT:-$(cat .commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 results=bench/results
 mkdir -p "$results/logs" "$results/plots"
 FUSELM_GPU_CHECK_BUDGET=${FUSELM_GPU_CHECK_BUDGET:-0} bash scripts/gpu-check.sh 2>&1 | tail -25
