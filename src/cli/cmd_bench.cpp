@@ -195,8 +195,8 @@ int run_bench(const BenchArgs& a) {
   FUSELM_CHECK(a.time_budget_s <= 0 || estimated_total <= a.time_budget_s, "the scenarios are estimated to take ",
                static_cast<int>(estimated_total + 0.5), " s, over --time-budget ", a.time_budget_s, " s (",
                bench::render_seconds(timing.estimated), "). HINT: lower --reps or --warmup, drop the largest "
-               "configurations (--depths, --batches, --prefill-lens, --stability-batches, --num-prompts), or raise "
-               "--time-budget");
+               "configurations (--depths, --batches, --prefill-lens, --stability-batches), send serving fewer "
+               "--num-prompts or a higher --request-rate, or raise --time-budget");
 
   bench::Progress progress(!a.quiet);
   std::vector<bench::VariantResults> results =
