@@ -1,6 +1,7 @@
 #include "bench/estimate.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "bench/stats.h"
 #include "core/error.h"
@@ -84,6 +85,21 @@ std::vector<ScenarioSeconds> estimate_seconds(std::span<const Scenario> scenario
           ms += b * estimate_prefill_ms(m, cal, 0, o.batch_prompt_len) +
                 decode_ms(m, cal, b, o.batch_prompt_len, o.stability_steps);
         break;
+      case Scenario::Serving: {
+        // One run per engine, not repetitions: the longer of the arrivals (plus the last request's
+        // own latency) and the work (every prefill, and waves of `batch` requests decoding
+        // together), plus the warm-up request.
+        const int batch = std::min(o.num_prompts, o.serving_max_batch);
+        const int waves = (o.num_prompts + batch - 1) / batch;
+        const double prefill = estimate_prefill_ms(m, cal, 0, o.serving_input_len);
+        const double work = o.num_prompts * prefill +
+                            waves * decode_ms(m, cal, batch, o.serving_input_len, o.serving_output_len - 1);
+        const double arrivals = std::isinf(o.request_rate) ? 0.0 : 1000.0 * o.num_prompts / o.request_rate;
+        const double last = prefill + decode_ms(m, cal, 1, o.serving_input_len, o.serving_output_len - 1);
+        const double warmup = o.warmup > 0 ? prefill + estimate_step_ms(m, cal, 1, o.serving_input_len) : 0.0;
+        out.push_back({s, (std::max(work, arrivals + last) + warmup) * engines * 1e-3});
+        continue;
+      }
     }
     out.push_back({s, ms * runs * 1e-3});
   }

@@ -44,6 +44,7 @@ double estimate_prefill_ms(const CostModel& cost, const Calibration& cal, int64_
 double estimate_step_ms(const CostModel& cost, const Calibration& cal, int batch, int64_t cached_len);
 
 // Seconds each scenario will take with `engines` engines run alike, warm-ups included, in order.
+// Serving runs once per engine: the longer of its arrivals and its work (queueing not modelled).
 std::vector<ScenarioSeconds> estimate_seconds(std::span<const Scenario> scenarios, const BenchOptions& options,
                                               const CostModel& cost, const Calibration& cal, int engines);
 

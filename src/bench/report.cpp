@@ -248,6 +248,75 @@ json stability_json(const StabilityResult& r) {
   return {{"itl", itl}, {"steps", steps}};
 }
 
+// JSON has no infinity: an infinite request rate ("all at once") is written as "inf".
+json rate_json(double rate) { return std::isinf(rate) ? json("inf") : json(rate); }
+
+json summary_or_null(const std::vector<double>& samples) {
+  return samples.empty() ? json(nullptr) : summary_json(summarize(samples));
+}
+
+// The metrics of vLLM's benchmark_serving over one run: throughputs over the run's duration,
+// TTFT / TPOT / ITL / E2E distributions, and goodput against the SLOs.
+json serving_json(const ServingResult& r) {
+  FUSELM_CHECK(!r.requests.empty() && r.duration_s > 0, "serving scenario has no completed requests");
+  std::vector<double> ttft, tpot, itl, e2e;
+  int64_t input_tokens = 0, output_tokens = 0, good = 0;
+  json samples = json::array();
+  for (const ServingRequest& q : r.requests) {
+    input_tokens += q.prompt_tokens;
+    output_tokens += q.output_tokens;
+    ttft.push_back(q.ttft_ms);
+    e2e.push_back(q.e2e_ms);
+    itl.insert(itl.end(), q.itl_ms.begin(), q.itl_ms.end());
+    // TPOT excludes the first token; a request with one output token has none (0 for its SLO check).
+    const double request_tpot = q.output_tokens > 1 ? (q.e2e_ms - q.ttft_ms) / (q.output_tokens - 1) : 0.0;
+    if (q.output_tokens > 1) tpot.push_back(request_tpot);
+    const bool meets = (r.goodput_ttft_ms <= 0 || q.ttft_ms <= r.goodput_ttft_ms) &&
+                       (r.goodput_tpot_ms <= 0 || request_tpot <= r.goodput_tpot_ms) &&
+                       (r.goodput_e2el_ms <= 0 || q.e2e_ms <= r.goodput_e2el_ms);
+    good += meets ? 1 : 0;
+    samples.push_back({{"arrival_s", q.arrival_s},
+                       {"prompt_tokens", q.prompt_tokens},
+                       {"output_tokens", q.output_tokens},
+                       {"ttft_ms", q.ttft_ms},
+                       {"tpot_ms", q.output_tokens > 1 ? json(request_tpot) : json(nullptr)},
+                       {"e2e_ms", q.e2e_ms},
+                       {"itl_ms", q.itl_ms}});
+  }
+  const double seconds = r.duration_s;
+  const bool has_slo = r.goodput_ttft_ms > 0 || r.goodput_tpot_ms > 0 || r.goodput_e2el_ms > 0;
+  auto slo = [](double ms) { return ms > 0 ? json(ms) : json(nullptr); };
+  json goodput = has_slo ? json{{"slo", {{"ttft_ms", slo(r.goodput_ttft_ms)},
+                                         {"tpot_ms", slo(r.goodput_tpot_ms)},
+                                         {"e2el_ms", slo(r.goodput_e2el_ms)}}},
+                                {"good_requests", good},
+                                {"requests_per_s", static_cast<double>(good) / seconds}}
+                         : json(nullptr);
+  return {{"request_rate", rate_json(r.request_rate)},
+          {"num_prompts", r.num_prompts},
+          {"input_len", r.input_len},
+          {"output_len", r.output_len},
+          {"scheduler", {{"max_sequences", r.limits.max_sequences},
+                         {"max_step_tokens", r.limits.max_step_tokens},
+                         {"kv_capacity_tokens", r.limits.kv_capacity_tokens},
+                         {"kv_block_size", r.limits.kv_block_size},
+                         {"max_sequence_tokens", r.limits.max_sequence_tokens}}},
+          {"completed", r.requests.size()},
+          {"steps", r.steps},
+          {"duration_s", seconds},
+          {"total_input_tokens", input_tokens},
+          {"total_output_tokens", output_tokens},
+          {"request_throughput", static_cast<double>(r.requests.size()) / seconds},
+          {"output_throughput", static_cast<double>(output_tokens) / seconds},
+          {"total_token_throughput", static_cast<double>(input_tokens + output_tokens) / seconds},
+          {"goodput", goodput},
+          {"ttft_ms", summary_json(summarize(ttft))},
+          {"tpot_ms", summary_or_null(tpot)},
+          {"itl_ms", summary_or_null(itl)},
+          {"e2e_ms", summary_json(summarize(e2e))},
+          {"samples", samples}};
+}
+
 // Ratios of one metric pair by pair, and their median.
 json pair_ratios(const json& first_samples, const json& second_samples, const char* key, bool higher_is_better) {
   json pairs = json::array();
@@ -373,6 +442,7 @@ json variant_json(const VariantReport& v, double peak_gbs) {
     scenarios["depth"] = arr;
   }
   if (r.stability) scenarios["stability"] = stability_json(*r.stability);
+  if (r.serving) scenarios["serving"] = serving_json(*r.serving);
   return {{"path", v.path}, {"engine", v.engine}, {"byte_model", cost_model_json(v.cost)}, {"scenarios", scenarios}};
 }
 
@@ -458,6 +528,14 @@ json report_json(const RunInfo& info, std::span<const VariantReport> variants) {
                   {"stability_batches", o.stability_batches},
                   {"stability_steps", o.stability_steps},
                   {"max_prefill_tokens", o.max_prefill_tokens},
+                  {"request_rate", rate_json(o.request_rate)},
+                  {"num_prompts", o.num_prompts},
+                  {"serving_input_len", o.serving_input_len},
+                  {"serving_output_len", o.serving_output_len},
+                  {"serving_max_batch", o.serving_max_batch},
+                  {"goodput_ms", {{"ttft", o.goodput_ttft_ms > 0 ? json(o.goodput_ttft_ms) : json(nullptr)},
+                                  {"tpot", o.goodput_tpot_ms > 0 ? json(o.goodput_tpot_ms) : json(nullptr)},
+                                  {"e2el", o.goodput_e2el_ms > 0 ? json(o.goodput_e2el_ms) : json(nullptr)}}},
                   {"seed", o.seed},
                   {"sampling", "greedy, end-of-sequence ignored"}};
   j["peak_bandwidth"] = info.peak ? peak_json(*info.peak) : json(nullptr);
@@ -477,6 +555,11 @@ json report_json(const RunInfo& info, std::span<const VariantReport> variants) {
                     "utilization = achieved / peak_bandwidth.read_gbs"},
       {"tflops", "2 * matmul params * tokens + 2 * vocab * hidden (last position only) + "
                  "4 * layers * heads * head_dim * sum of causal context, over the median time"},
+      {"serving", "requests arrive as a Poisson process (request_rate per second; inf = all at t = 0) and run "
+                  "through the continuous-batching scheduler; per request TTFT = arrival to first token, E2E = "
+                  "arrival to last token, TPOT = (E2E - TTFT) / (output tokens - 1) over requests with more than "
+                  "one, ITL = every gap between consecutive tokens; throughputs and goodput (requests meeting every "
+                  "SLO) over duration_s, the first arrival to the last token"},
       {"gb", "1 GB = 1e9 bytes"}};
   std::vector<json> variant_objects;
   for (const auto& v : variants) variant_objects.push_back(variant_json(v, peak_gbs));
@@ -643,6 +726,45 @@ std::vector<Table> scenario_tables(const json& scenarios, const std::string& suf
     row("ITL, batch 1", itl, "itl_ms");
     for (const json& b : st["steps"]) row(str_cat("step, batch ", b["batch"].get<int>()), b, "step_ms");
     tables.push_back(std::move(t));
+  }
+  if (scenarios.contains("serving")) {
+    const json& sv = scenarios["serving"];
+    const json& rate = sv["request_rate"];
+    const std::string rate_text = rate.is_string() ? "all at once" : fmt(rate.get<double>(), 2) + " req/s (Poisson)";
+    Table t{str_cat("serving", suffix, ": ", sv["num_prompts"].get<int>(), " requests of ", sv["input_len"].get<int>(),
+                    " prompt + ", sv["output_len"].get<int>(), " output tokens, arriving ", rate_text, "; max batch ",
+                    sv["scheduler"]["max_sequences"].get<int>(), ", ", sv["scheduler"]["max_step_tokens"].get<int>(),
+                    " tokens a step"),
+            {"metric", "value"},
+            {}};
+    t.rows = {{"completed requests", std::to_string(sv["completed"].get<int64_t>())},
+              {"duration s", num(sv["duration_s"], 2)},
+              {"engine steps", std::to_string(sv["steps"].get<int64_t>())},
+              {"request throughput req/s", num(sv["request_throughput"], 3)},
+              {"output token throughput tok/s", num(sv["output_throughput"], 1)},
+              {"total token throughput tok/s", num(sv["total_token_throughput"], 1)}};
+    if (sv["goodput"].is_object()) {
+      const json& slo = sv["goodput"]["slo"];
+      std::string what;
+      for (const char* k : {"ttft_ms", "tpot_ms", "e2el_ms"})
+        if (slo[k].is_number()) what += str_cat(what.empty() ? "" : ", ", k, " <= ", num(slo[k], 1));
+      t.rows.push_back({"goodput req/s (" + what + ")", num(sv["goodput"]["requests_per_s"], 3)});
+    }
+    tables.push_back(std::move(t));
+    Table lat{str_cat("serving latency", suffix, " (ms; TPOT per request, ITL every gap)"),
+              {"metric", "mean", "median", "p90", "p99", "stddev"},
+              {}};
+    for (const auto& [label, key] : {std::pair{"TTFT", "ttft_ms"}, std::pair{"TPOT", "tpot_ms"},
+                                     std::pair{"ITL", "itl_ms"}, std::pair{"E2E", "e2e_ms"}}) {
+      const json& m = sv[key];
+      if (!m.is_object()) {
+        lat.rows.push_back({label, "-", "-", "-", "-", "-"});
+        continue;
+      }
+      lat.rows.push_back({label, num(m["mean"], 3), num(m["p50"], 3), num(m["p90"], 3), num(m["p99"], 3),
+                          num(m["stddev"], 3)});
+    }
+    tables.push_back(std::move(lat));
   }
   return tables;
 }

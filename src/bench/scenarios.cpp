@@ -2,13 +2,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
+#include <thread>
 
 #include "bench/estimate.h"
 #include "bench/progress.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "runtime/batch_runner.h"
 
 namespace fuselm::bench {
 
@@ -123,6 +127,7 @@ std::string scenario_name(Scenario s) {
     case Scenario::Prefill: return "prefill";
     case Scenario::Depth: return "depth";
     case Scenario::Stability: return "stability";
+    case Scenario::Serving: return "serving";
   }
   return "?";
 }
@@ -141,11 +146,13 @@ std::vector<Scenario> parse_scenarios(const std::string& list) {
     else if (item == "prefill") add = {Scenario::Prefill};
     else if (item == "depth") add = {Scenario::Depth};
     else if (item == "stability") add = {Scenario::Stability};
-    else fail("unknown scenario '", item, "' (supported: latency, throughput, prefill, depth, stability, all)");
+    else if (item == "serving") add = {Scenario::Serving};
+    else fail("unknown scenario '", item, "' (supported: latency, throughput, prefill, depth, stability, serving, all)");
     for (Scenario s : add)
       if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
   }
-  FUSELM_CHECK(!out.empty(), "no scenario given (supported: latency, throughput, prefill, depth, stability, all)");
+  FUSELM_CHECK(!out.empty(),
+               "no scenario given (supported: latency, throughput, prefill, depth, stability, serving, all)");
   return out;
 }
 
@@ -182,6 +189,16 @@ void BenchOptions::validate(std::span<const Scenario> scenarios) const {
         check_positive(batch_prompt_len, "--batch-prompt-len");
         check_positive(stability_steps, "--stability-steps");
         break;
+      case Scenario::Serving:
+        FUSELM_CHECK(request_rate > 0 && !std::isnan(request_rate),
+                     "bench: --request-rate must be positive or inf, got ", request_rate);
+        check_positive(num_prompts, "--num-prompts");
+        check_positive(serving_input_len, "--serving-input-len");
+        check_positive(serving_output_len, "--serving-output-len");
+        check_positive(serving_max_batch, "--serving-max-batch");
+        FUSELM_CHECK(goodput_ttft_ms >= 0 && goodput_tpot_ms >= 0 && goodput_e2el_ms >= 0,
+                     "bench: --goodput limits must be positive milliseconds");
+        break;
     }
   }
 }
@@ -217,6 +234,14 @@ EngineNeeds engine_needs(std::span<const Scenario> scenarios, const BenchOptions
         needs.max_batch =
             std::max(needs.max_batch, *std::max_element(o.stability_batches.begin(), o.stability_batches.end()));
         break;
+      case Scenario::Serving: {
+        const int batch = std::min(o.num_prompts, o.serving_max_batch);
+        needs.max_batch = std::max(needs.max_batch, batch);
+        needs.max_seq_len = std::max(needs.max_seq_len, o.serving_input_len + o.serving_output_len);
+        // Every running request decodes in each step, so a step holds at least one token per slot.
+        needs.max_prefill_tokens = std::max(needs.max_prefill_tokens, batch);
+        break;
+      }
     }
   }
   return needs;
@@ -228,6 +253,61 @@ std::vector<int32_t> make_prompt(int vocab, int len, uint64_t seed, uint64_t str
   std::vector<int32_t> ids(len);
   for (auto& id : ids) id = static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(vocab));
   return ids;
+}
+
+double parse_request_rate(const std::string& text) {
+  if (text == "inf" || text == "infinity") return std::numeric_limits<double>::infinity();
+  size_t pos = 0;
+  double rate = 0;
+  try {
+    rate = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  FUSELM_CHECK(pos == text.size() && pos > 0 && rate > 0 && std::isfinite(rate),
+               "--request-rate: expected requests per second (a positive number) or inf, got '", text, "'");
+  return rate;
+}
+
+void parse_goodput(const std::string& text, BenchOptions& o) {
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) continue;
+    const size_t colon = item.find(':');
+    const std::string name = item.substr(0, colon == std::string::npos ? item.size() : colon);
+    double ms = 0;
+    size_t pos = 0;
+    if (colon != std::string::npos) {
+      try {
+        ms = std::stod(item.substr(colon + 1), &pos);
+      } catch (const std::exception&) {
+        pos = 0;
+      }
+    }
+    FUSELM_CHECK(colon != std::string::npos && pos > 0 && pos == item.size() - colon - 1 && ms > 0 && std::isfinite(ms),
+                 "--goodput: expected NAME:MILLISECONDS with a positive number, e.g. ttft:500,tpot:50; got '", item,
+                 "'");
+    if (name == "ttft") o.goodput_ttft_ms = ms;
+    else if (name == "tpot") o.goodput_tpot_ms = ms;
+    else if (name == "e2el") o.goodput_e2el_ms = ms;
+    else fail("--goodput: unknown metric '", name, "' in '", item, "' (supported: ttft, tpot, e2el)");
+  }
+}
+
+std::vector<double> make_arrival_times(int count, double rate, uint64_t seed) {
+  FUSELM_CHECK(count >= 0 && rate > 0, "make_arrival_times: count must be non-negative and rate positive");
+  std::vector<double> out(static_cast<size_t>(count), 0.0);
+  if (std::isinf(rate)) return out;
+  Rng rng(splitmix64(seed ^ 0x5e2f1a6b0c3d4e7full));
+  double t = 0;
+  for (double& a : out) {
+    // Inverse-CDF of the exponential; 1 - u is in (0, 1], so the log is finite.
+    const double u = static_cast<double>(rng.next_u64() >> 11) * 0x1.0p-53;
+    t += -std::log(1.0 - u) / rate;
+    a = t;
+  }
+  return out;
 }
 
 LatencyRep run_latency_once(Engine& engine, std::span<const int32_t> prompt, int gen_len, int max_prefill_tokens) {
@@ -320,6 +400,60 @@ DepthRep run_depth_once(Engine& engine, std::span<const int32_t> context, int32_
   return rep;
 }
 
+ServingResult run_serving_once(Engine& engine, std::span<const std::vector<int32_t>> prompts,
+                               std::span<const double> arrival_s, int output_len, const SchedulerLimits& limits,
+                               const std::function<void(int done)>& on_finished) {
+  FUSELM_CHECK(prompts.size() == arrival_s.size(), "run_serving_once: one arrival time per prompt expected");
+  const size_t n = prompts.size();
+  ServingResult result;
+  result.num_prompts = static_cast<int>(n);
+  result.output_len = output_len;
+  result.limits = limits;
+  result.requests.resize(n);
+  BatchRunner runner(engine, limits);
+
+  const auto start = Clock::now();
+  auto at = [&](double seconds) {
+    return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  };
+  size_t submitted = 0, done = 0;
+  while (done < n) {
+    const auto now = Clock::now();
+    while (submitted < n && at(arrival_s[submitted]) <= now) {
+      Request r;
+      r.id = static_cast<int64_t>(submitted);
+      r.prompt = prompts[submitted];
+      r.max_new_tokens = output_len;  // no stop tokens: end-of-sequence is ignored
+      const Status s = runner.submit(std::move(r));
+      FUSELM_CHECK(s.ok(), "serving: ", s.message());
+      ++submitted;
+    }
+    if (runner.scheduler().idle()) {
+      // Everything submitted is done, so a request is still to come: wait for it.
+      std::this_thread::sleep_until(at(arrival_s[submitted]));
+      continue;
+    }
+    runner.step();
+    for (BatchRunner::Result& r : runner.take_finished()) {
+      const size_t i = static_cast<size_t>(r.id);
+      const auto arrival = at(arrival_s[i]);
+      ServingRequest& out = result.requests[i];
+      out.prompt_tokens = static_cast<int>(prompts[i].size());
+      out.output_tokens = static_cast<int>(r.tokens.size());
+      out.arrival_s = arrival_s[i];
+      out.ttft_ms = ms_between(arrival, r.token_times.front());
+      out.e2e_ms = ms_between(arrival, r.token_times.back());
+      for (size_t k = 1; k < r.token_times.size(); ++k)
+        out.itl_ms.push_back(ms_between(r.token_times[k - 1], r.token_times[k]));
+      ++done;
+      if (on_finished) on_finished(static_cast<int>(done));
+    }
+  }
+  result.duration_s = std::chrono::duration<double>(Clock::now() - start).count();
+  result.steps = runner.steps_run();
+  return result;
+}
+
 std::vector<VariantResults> run_scenarios(std::span<Engine* const> engines, std::span<const std::string> names,
                                           std::span<const Scenario> scenarios, const BenchOptions& o,
                                           Progress* progress, std::vector<ScenarioSeconds>* seconds) {
@@ -340,9 +474,13 @@ std::vector<VariantResults> run_scenarios(std::span<Engine* const> engines, std:
         case Scenario::Prefill: configs += static_cast<int>(o.prefill_lens.size()); break;
         case Scenario::Depth: configs += static_cast<int>(o.depths.size()); break;
         case Scenario::Stability: configs += 1 + static_cast<int>(o.stability_batches.size()); break;
+        case Scenario::Serving: break;  // counted below: one unit per request, not per repetition
       }
     }
-    progress->set_total(configs * (o.warmup + o.reps) * n);
+    int serving_units = 0;
+    for (Scenario s : scenarios)
+      if (s == Scenario::Serving) serving_units = (o.num_prompts + (o.warmup > 0 ? 1 : 0)) * n;
+    progress->set_total(configs * (o.warmup + o.reps) * n + serving_units);
   }
 
   // Warm-up, then the timed repetitions, each engine in turn, alternating the order every rep.
@@ -432,6 +570,36 @@ std::vector<VariantResults> run_scenarios(std::span<Engine* const> engines, std:
             ThroughputRep rep = run_throughput_once(*engines[v], prompts, o.stability_steps + 1, o.max_prefill_tokens);
             if (timed) results[v].stability->steps.back().reps.push_back(std::move(rep));
           });
+        }
+        break;
+      }
+      case Scenario::Serving: {
+        // One run per engine (engines one after another), after one warm-up request unless
+        // --warmup 0; the requests are the samples.
+        std::vector<std::vector<int32_t>> prompts;
+        for (int i = 0; i < o.num_prompts; ++i)
+          prompts.push_back(make_prompt(vocab, o.serving_input_len, o.seed, 5'000'000 + static_cast<uint64_t>(i)));
+        const std::vector<double> arrivals = make_arrival_times(o.num_prompts, o.request_rate, o.seed);
+        const int batch = std::min(o.num_prompts, o.serving_max_batch);
+        const int step_tokens = std::max(o.max_prefill_tokens, batch);
+        for (int v = 0; v < n; ++v) {
+          const std::string tag = n > 1 ? " [" + names[v] + "]" : "";
+          const SchedulerLimits limits = BatchRunner::limits_for(*engines[v], batch, step_tokens);
+          if (o.warmup > 0) {
+            if (progress) progress->update("serving warm-up" + tag);
+            const double at_once[1] = {0.0};
+            run_serving_once(*engines[v], {&prompts[0], 1}, at_once, std::min(o.serving_output_len, 2), limits);
+          }
+          ServingResult r = run_serving_once(*engines[v], prompts, arrivals, o.serving_output_len, limits, [&](int done) {
+            if (progress)
+              progress->update(str_cat("serving", tag, ": ", done, "/", o.num_prompts, " requests done"));
+          });
+          r.request_rate = o.request_rate;
+          r.input_len = o.serving_input_len;
+          r.goodput_ttft_ms = o.goodput_ttft_ms;
+          r.goodput_tpot_ms = o.goodput_tpot_ms;
+          r.goodput_e2el_ms = o.goodput_e2el_ms;
+          results[v].serving = std::move(r);
         }
         break;
       }

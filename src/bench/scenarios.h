@@ -8,7 +8,12 @@
 // covers the whole step including sampling. Prompts are token ids (tokenization is excluded),
 // deterministic pseudo-random in [0, vocab); sampling is greedy and end-of-sequence tokens are
 // ignored, so every run generates exactly the requested number of tokens.
+//
+// The serving scenario is the exception to "repeat after warm-up": requests arrive over real time
+// (a Poisson process) and go through the continuous-batching scheduler (runtime/batch_runner.h)
+// once per engine; its samples are the requests, not repetitions.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -16,15 +21,16 @@
 
 #include "bench/cost_model.h"
 #include "runtime/engine.h"
+#include "runtime/scheduler.h"
 
 namespace fuselm::bench {
 
 class Progress;
 
-enum class Scenario { Latency, Throughput, Prefill, Depth, Stability };
+enum class Scenario { Latency, Throughput, Prefill, Depth, Stability, Serving };
 std::string scenario_name(Scenario s);
-// "all" (every scenario) or a comma-separated list of latency, throughput, prefill, depth,
-// stability (in the order given).
+// A comma-separated list of latency, throughput, prefill, depth, stability, serving and all (in the
+// order given). "all" is every scenario but serving, which runs for as long as its arrivals take.
 std::vector<Scenario> parse_scenarios(const std::string& list);
 
 struct BenchOptions {
@@ -47,7 +53,18 @@ struct BenchOptions {
   int stability_gen_len = 1000;
   std::vector<int> stability_batches = {16, 64};
   int stability_steps = 256;
-  // Most tokens per forward call when prefilling a batch or a depth (longer prompts are chunked).
+  // serving: num_prompts requests of serving_input_len random prompt tokens, each generating
+  // serving_output_len tokens, arriving as a Poisson process of request_rate per second
+  // (infinity: all at once), at most serving_max_batch running at a time (vLLM's max_num_seqs).
+  double request_rate = 4.0;
+  int num_prompts = 64;
+  int serving_input_len = 512;
+  int serving_output_len = 128;
+  int serving_max_batch = 256;
+  // Goodput SLOs in ms (0 = none): a request counts when it meets every one given.
+  double goodput_ttft_ms = 0, goodput_tpot_ms = 0, goodput_e2el_ms = 0;
+  // Most tokens per forward call when prefilling a batch or a depth (longer prompts are chunked);
+  // serving: the scheduler's token budget per step.
   int max_prefill_tokens = 8192;
   uint64_t seed = 0x5eedf00d;
 
@@ -65,6 +82,15 @@ EngineNeeds engine_needs(std::span<const Scenario> scenarios, const BenchOptions
 
 // `len` token ids in [0, vocab), a pure function of (seed, stream).
 std::vector<int32_t> make_prompt(int vocab, int len, uint64_t seed, uint64_t stream);
+
+// --request-rate: requests per second, or "inf" (every request at t = 0). Throws Error otherwise.
+double parse_request_rate(const std::string& text);
+// --goodput "ttft:MS,tpot:MS,e2el:MS" (any subset) into the options' SLOs; throws Error naming the
+// bad part.
+void parse_goodput(const std::string& text, BenchOptions& options);
+// Arrival times in seconds from the start, non-decreasing: exponential gaps of mean 1 / rate (a
+// Poisson process), a pure function of (count, rate, seed); all 0 for an infinite rate.
+std::vector<double> make_arrival_times(int count, double rate, uint64_t seed);
 
 // ---- raw results: every sample kept ----
 struct LatencyRep {
@@ -107,12 +133,33 @@ struct StabilityResult {
   std::vector<ThroughputResult> steps;
 };
 
+// One request of the serving scenario. Times run from its scheduled arrival, so a request that
+// arrived while a step was running counts that wait.
+struct ServingRequest {
+  int prompt_tokens = 0;
+  int output_tokens = 0;
+  double arrival_s = 0;        // scheduled arrival, from the start of the run
+  double ttft_ms = 0;          // arrival to the first generated token on the host
+  double e2e_ms = 0;           // arrival to the last token on the host
+  std::vector<double> itl_ms;  // gaps between consecutive output tokens (output_tokens - 1)
+};
+struct ServingResult {
+  double request_rate = 0;  // infinity: all at t = 0
+  int num_prompts = 0, input_len = 0, output_len = 0;
+  SchedulerLimits limits;  // what the scheduler ran with (from the engine and the options)
+  double goodput_ttft_ms = 0, goodput_tpot_ms = 0, goodput_e2el_ms = 0;  // the SLOs; 0 = none
+  double duration_s = 0;   // start of the run (the first arrival) to the last token
+  int64_t steps = 0;       // engine steps run
+  std::vector<ServingRequest> requests;  // in arrival order
+};
+
 struct VariantResults {
   std::optional<LatencyResult> latency;
   std::vector<ThroughputResult> throughput;
   std::vector<PrefillResult> prefill;
   std::vector<DepthResult> depth;
   std::optional<StabilityResult> stability;
+  std::optional<ServingResult> serving;
 };
 
 // ---- one repetition on one engine ----
@@ -124,6 +171,13 @@ double run_prefill_once(Engine& engine, std::span<const int32_t> prompt, int max
 // `gen_len` single-token decode steps.
 DepthRep run_depth_once(Engine& engine, std::span<const int32_t> context, int32_t start_token, int gen_len,
                         int max_prefill_tokens);
+// Submits prompts[i] at arrival_s[i] seconds after the start (real time; the loop sleeps while
+// nothing is running), steps the engine through the scheduler until every request has produced
+// output_len tokens, and records each request's times. `on_finished`, when given, is called after
+// each request completes. Throws Error when the scheduler rejects a request.
+ServingResult run_serving_once(Engine& engine, std::span<const std::vector<int32_t>> prompts,
+                               std::span<const double> arrival_s, int output_len, const SchedulerLimits& limits,
+                               const std::function<void(int done)>& on_finished = {});
 
 // Seconds one scenario takes over every engine, warm-ups included: measured by run_scenarios
 // (wall clock) or estimated before the run (estimate.h).

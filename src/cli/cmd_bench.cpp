@@ -49,6 +49,8 @@ struct BenchArgs {
   double kv_fraction = 0;  // 0: the engine default alone, split between two engines when comparing
   double time_budget_s = 0;  // 0: no limit
   bool quiet = false;
+  std::string request_rate = "4";  // serving: parsed into options.request_rate ("inf" allowed)
+  std::string goodput;             // serving: "ttft:MS,tpot:MS,e2el:MS", parsed into options
   BenchOptions options;
 };
 
@@ -193,7 +195,8 @@ int run_bench(const BenchArgs& a) {
   FUSELM_CHECK(a.time_budget_s <= 0 || estimated_total <= a.time_budget_s, "the scenarios are estimated to take ",
                static_cast<int>(estimated_total + 0.5), " s, over --time-budget ", a.time_budget_s, " s (",
                bench::render_seconds(timing.estimated), "). HINT: lower --reps or --warmup, drop the largest "
-               "configurations (--depths, --batches, --prefill-lens, --stability-batches), or raise --time-budget");
+               "configurations (--depths, --batches, --prefill-lens, --stability-batches), send serving fewer "
+               "--num-prompts or a higher --request-rate, or raise --time-budget");
 
   bench::Progress progress(!a.quiet);
   std::vector<bench::VariantResults> results =
@@ -236,7 +239,9 @@ std::function<int()> setup_bench(CLI::App& sub) {
   sub.add_option("--device", a->device, "cuda | cpu")->capture_default_str();
   sub.add_option("--dtype", a->dtype, "GPU compute/storage dtype: bf16 | fp16")->capture_default_str();
   sub.add_option("--path", a->path, "execution path: fused | baseline")->capture_default_str();
-  sub.add_option("--scenario", a->scenarios, "comma list of latency, throughput, prefill, depth, stability, or all")
+  sub.add_option("--scenario", a->scenarios,
+                 "comma list of latency, throughput, prefill, depth, stability, serving, or all (every one but "
+                 "serving, which lasts as long as its arrivals: add it by name)")
       ->capture_default_str();
   sub.add_option("--compare", a->compare, "run two paths alternately and report speedups, e.g. baseline,fused");
   sub.add_option("--reps", o.reps, "timed repetitions of every configuration")->capture_default_str();
@@ -261,11 +266,23 @@ std::function<int()> setup_bench(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--stability-steps", o.stability_steps, "stability: decode steps timed at each of those batches")
       ->capture_default_str();
+  sub.add_option("--request-rate", a->request_rate,
+                 "serving: requests per second, arriving as a Poisson process; inf = all at once")
+      ->capture_default_str();
+  sub.add_option("--num-prompts", o.num_prompts, "serving: requests in the run")->capture_default_str();
+  sub.add_option("--serving-input-len", o.serving_input_len, "serving: random prompt tokens per request")
+      ->capture_default_str();
+  sub.add_option("--serving-output-len", o.serving_output_len, "serving: tokens generated per request (EOS ignored)")
+      ->capture_default_str();
+  sub.add_option("--serving-max-batch", o.serving_max_batch, "serving: most requests running at once")
+      ->capture_default_str();
+  sub.add_option("--goodput", a->goodput,
+                 "serving: SLOs in ms a request must meet to count for goodput, e.g. ttft:500,tpot:50 (also e2el)");
   sub.add_option("--time-budget", a->time_budget_s,
                  "seconds the scenarios may take; fails before running when the estimate is over (0: no limit)")
       ->capture_default_str();
   sub.add_option("--max-prefill-tokens", o.max_prefill_tokens,
-                 "most tokens per forward call when prefilling a batch or a depth")
+                 "most tokens per forward call when prefilling a batch or a depth; serving: tokens per step")
       ->capture_default_str();
   sub.add_option("--seed", o.seed, "seed of the pseudo-random prompt token ids")->capture_default_str();
   sub.add_option("--json", a->json_file, "write every sample, the environment and the metrics as JSON");
@@ -280,10 +297,15 @@ std::function<int()> setup_bench(CLI::App& sub) {
   sub.add_option("--kv-fraction", a->kv_fraction,
                  "share of free memory each engine gives its KV cache (default: the engine's; split when comparing)");
   sub.add_flag("-q,--quiet", a->quiet, "no progress line on stderr");
-  return [a] { return run_bench(*a); };
+  return [a] {
+    a->options.request_rate = bench::parse_request_rate(a->request_rate);
+    bench::parse_goodput(a->goodput, a->options);
+    return run_bench(*a);
+  };
 }
 
-FUSELM_COMMAND("bench", "benchmark latency, throughput, prefill, decode at depth and stability; JSON/Markdown output",
+FUSELM_COMMAND("bench",
+               "benchmark latency, throughput, prefill, decode at depth, stability and serving; JSON/Markdown output",
                setup_bench);
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -51,6 +52,13 @@ class CpuEngine final : public Engine {
   int add_sequence() override;
   void remove_sequence(int seq_id) override;
   int sequence_length(int seq_id) const override;
+  // The cache grows per sequence as tokens come, so it is bounded only by the stated limits:
+  // max_batch sequences of the longest length (one-token blocks, nothing lost to rounding).
+  KvCapacity kv_capacity() const override {
+    const int64_t tokens = options_.max_batch > 0 ? int64_t{options_.max_batch} * max_seq_len_
+                                                  : std::numeric_limits<int64_t>::max();
+    return {tokens, 1, max_seq_len_};
+  }
   void forward(std::span<const SequenceChunk> chunks, std::vector<float>& logits) override;
 
  private:

@@ -37,6 +37,15 @@ struct EngineOptions {
   std::string plan_file;
 };
 
+// How much KV cache an engine holds, for schedulers that reserve a request's worst case before
+// admitting it (runtime/scheduler.h): a sequence of n tokens takes ceil(n / block_size) blocks, and
+// the cache has tokens / block_size of them.
+struct KvCapacity {
+  int64_t tokens = 0;
+  int block_size = 1;
+  int max_sequence_tokens = 0;  // longest single sequence the engine takes
+};
+
 // One piece of work in a step: `tokens` appended to sequence `seq_id` at its current length.
 struct SequenceChunk {
   int seq_id = -1;
@@ -55,6 +64,7 @@ class Engine {
   virtual int add_sequence() = 0;
   virtual void remove_sequence(int seq_id) = 0;
   virtual int sequence_length(int seq_id) const = 0;
+  virtual KvCapacity kv_capacity() const = 0;
 
   // Runs the model over every chunk in one step. `logits` receives fp32 rows of vocab_size
   // values, chunk by chunk: every token's row for all_logits chunks, else the last token's row.

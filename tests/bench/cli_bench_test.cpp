@@ -139,6 +139,57 @@ TEST_F(BenchCli, AllScenariosOnATinySyntheticModel) {
     EXPECT_NE(md.find(text), std::string::npos) << text;
 }
 
+TEST_F(BenchCli, ServingOnATinySyntheticModel) {
+  const fs::path json_file = dir_ / "serving.json", md_file = dir_ / "serving.md";
+  const CliResult r = run_cli(std::string("bench -m ") + kTinyModel +
+                              " --device cpu --scenario serving --num-prompts 6 --serving-input-len 24"
+                              " --serving-output-len 5 --request-rate 100 --serving-max-batch 4 --max-prefill-tokens 32"
+                              " --goodput ttft:60000,tpot:60000 --no-peak -q --json " + json_file.string() +
+                              " --markdown " + md_file.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* text : {"serving: 6 requests of 24 prompt + 5 output tokens, arriving 100.00 req/s (Poisson)",
+                           "request throughput req/s", "goodput req/s", "serving latency"})
+    EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
+
+  const json j = read_json(json_file);
+  EXPECT_EQ(j["options"]["scenarios"], json({"serving"}));
+  EXPECT_EQ(j["options"]["num_prompts"], 6);
+  EXPECT_DOUBLE_EQ(j["options"]["request_rate"].get<double>(), 100.0);
+  const json& s = j["scenarios"]["serving"];
+  for (const char* k : {"completed", "duration_s", "request_throughput", "output_throughput", "total_token_throughput",
+                        "ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "goodput", "samples", "scheduler", "steps"})
+    EXPECT_TRUE(s.contains(k)) << k;
+  EXPECT_EQ(s["completed"], 6);
+  EXPECT_EQ(s["total_input_tokens"], 6 * 24);
+  EXPECT_EQ(s["total_output_tokens"], 6 * 5);
+  EXPECT_EQ(s["scheduler"]["max_sequences"], 4);
+  EXPECT_EQ(s["scheduler"]["max_step_tokens"], 32);
+  EXPECT_EQ(s["itl_ms"]["count"], 6 * 4);
+  EXPECT_EQ(s["tpot_ms"]["count"], 6);
+  const double duration = s["duration_s"].get<double>();
+  EXPECT_GT(duration, 0.0);
+  EXPECT_NEAR(s["request_throughput"].get<double>(), 6 / duration, 1e-9);
+  EXPECT_NEAR(s["output_throughput"].get<double>(), 30 / duration, 1e-9);
+  EXPECT_LE(s["goodput"]["requests_per_s"].get<double>(), s["request_throughput"].get<double>());
+  EXPECT_EQ(s["goodput"]["good_requests"], 6);  // a minute per token: every request meets it
+  EXPECT_LE(s["ttft_ms"]["max"].get<double>(), s["e2e_ms"]["max"].get<double>());
+  ASSERT_EQ(s["samples"].size(), 6u);
+  double previous_arrival = 0;
+  for (const json& q : s["samples"]) {
+    EXPECT_EQ(q["output_tokens"], 5);
+    EXPECT_EQ(q["prompt_tokens"], 24);
+    EXPECT_EQ(q["itl_ms"].size(), 4u);
+    EXPECT_GT(q["ttft_ms"].get<double>(), 0.0);
+    EXPECT_LE(q["ttft_ms"].get<double>(), q["e2e_ms"].get<double>());
+    EXPECT_GE(q["arrival_s"].get<double>(), previous_arrival);
+    EXPECT_LE(q["arrival_s"].get<double>() + q["e2e_ms"].get<double>() * 1e-3, duration + 1e-6);
+    previous_arrival = q["arrival_s"].get<double>();
+  }
+  EXPECT_GT(j["timing"]["scenarios"]["serving"]["estimated_s"].get<double>(), 0.0);
+  EXPECT_GT(j["timing"]["scenarios"]["serving"]["measured_s"].get<double>(), 0.0);
+  EXPECT_NE(read_text(md_file).find("### serving latency"), std::string::npos);
+}
+
 TEST_F(BenchCli, CompareRunsBothPathsAlternately) {
   const fs::path json_file = dir_ / "compare.json";
   const CliResult r = run_cli(std::string("bench -m ") + kTinyModel +
@@ -176,10 +227,19 @@ TEST_F(BenchCli, PeakAlone) {
 }
 
 TEST_F(BenchCli, MistakesAreReportedWithTheFix) {
-  CliResult r = run_cli(std::string("bench -m ") + kTinyModel + " --device cpu --scenario serving --no-peak");
+  CliResult r = run_cli(std::string("bench -m ") + kTinyModel + " --device cpu --scenario serve --no-peak");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("supported: latency, throughput, prefill, depth, stability, all"), std::string::npos)
+  EXPECT_NE(r.output.find("supported: latency, throughput, prefill, depth, stability, serving, all"),
+            std::string::npos)
       << r.output;
+
+  r = run_cli(std::string("bench -m ") + kTinyModel + " --device cpu --scenario serving --request-rate fast --no-peak");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--request-rate"), std::string::npos) << r.output;
+
+  r = run_cli(std::string("bench -m ") + kTinyModel + " --device cpu --scenario serving --goodput ttft=5 --no-peak");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("NAME:MILLISECONDS"), std::string::npos) << r.output;
 
   r = run_cli("bench --device cpu --no-peak");
   EXPECT_EQ(r.exit_code, 1);

@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "bench/report.h"
@@ -83,6 +84,28 @@ TEST(Estimate, ScenariosCountEveryRunOnEveryEngine) {
 
   const std::vector<Scenario> all = parse_scenarios("all");
   EXPECT_EQ(estimate_seconds(all, o, m, cal, 1).size(), all.size());
+}
+
+TEST(Estimate, ServingIsTheLongerOfItsArrivalsAndItsWork) {
+  const CostModel m = bf16("synthetic:llama?hidden=256&layers=2&heads=4&kv_heads=2&ffn=512&vocab=512");
+  Calibration cal{64, 2.0, 64, 1.0};
+  BenchOptions o;
+  o.warmup = 0;
+  o.reps = 5;  // serving runs once whatever --reps says
+  o.num_prompts = 8;
+  o.serving_input_len = 64;
+  o.serving_output_len = 3;
+  o.serving_max_batch = 4;
+  const Scenario serving[] = {Scenario::Serving};
+  // Slow arrivals: 8 requests at 0.5/s take 16 s, then the last one's prompt and 2 steps.
+  o.request_rate = 0.5;
+  const double last_ms = 2.0 + estimate_step_ms(m, cal, 1, 64) + estimate_step_ms(m, cal, 1, 65);
+  EXPECT_NEAR(estimate_seconds(serving, o, m, cal, 1)[0].seconds, 16.0 + last_ms * 1e-3, 1e-9);
+  // All at once: the work, 8 prompts and 2 waves of 4 requests decoding 2 steps.
+  o.request_rate = INFINITY;
+  const double work_ms = 8 * 2.0 + 2 * (estimate_step_ms(m, cal, 4, 64) + estimate_step_ms(m, cal, 4, 65));
+  EXPECT_NEAR(estimate_seconds(serving, o, m, cal, 1)[0].seconds, work_ms * 1e-3, 1e-12);
+  EXPECT_NEAR(estimate_seconds(serving, o, m, cal, 2)[0].seconds, 2 * work_ms * 1e-3, 1e-12);
 }
 
 TEST(Estimate, CalibratesOnTheCpuEngine) {

@@ -246,6 +246,67 @@ TEST(Report, StabilityJsonFollowsFromTheSamples) {
   EXPECT_TRUE(j["peak_bandwidth"]["copy_kernel_vs_memcpy"].is_null());
 }
 
+TEST(Report, ServingMetricsFollowVllmDefinitions) {
+  ServingResult r;
+  r.request_rate = INFINITY;
+  r.num_prompts = 3;
+  r.input_len = 10;
+  r.output_len = 3;
+  r.duration_s = 2.0;
+  r.steps = 7;
+  r.goodput_ttft_ms = 250;
+  r.goodput_tpot_ms = 30;
+  r.requests = {{10, 3, 0.0, 100.0, 140.0, {15.0, 25.0}},  // TPOT 20: meets both SLOs
+                {10, 3, 0.0, 300.0, 400.0, {50.0, 50.0}},  // TPOT 50, TTFT over: not good
+                {10, 1, 0.0, 200.0, 200.0, {}}};           // one token: no TPOT; good
+  VariantResults v;
+  v.serving = r;
+  const std::vector<VariantReport> variants = {{"fused", "e", cost(), v}};
+  RunInfo info = run_info(false);
+  info.options.request_rate = INFINITY;
+  info.scenarios = {Scenario::Serving};
+  const json j = report_json(info, variants);
+  EXPECT_EQ(j["options"]["request_rate"], "inf");
+  const json& s = j["scenarios"]["serving"];
+  EXPECT_EQ(s["request_rate"], "inf");
+  EXPECT_EQ(s["completed"], 3);
+  EXPECT_EQ(s["total_input_tokens"], 30);
+  EXPECT_EQ(s["total_output_tokens"], 7);
+  EXPECT_DOUBLE_EQ(s["request_throughput"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(s["output_throughput"].get<double>(), 3.5);
+  EXPECT_DOUBLE_EQ(s["total_token_throughput"].get<double>(), 18.5);
+  EXPECT_EQ(s["tpot_ms"]["count"], 2);  // requests with more than one token
+  EXPECT_DOUBLE_EQ(s["tpot_ms"]["mean"].get<double>(), 35.0);
+  EXPECT_EQ(s["itl_ms"]["count"], 4);  // every gap
+  EXPECT_DOUBLE_EQ(s["itl_ms"]["p50"].get<double>(), 37.5);
+  EXPECT_DOUBLE_EQ(s["ttft_ms"]["p50"].get<double>(), 200.0);
+  EXPECT_DOUBLE_EQ(s["ttft_ms"]["mean"].get<double>(), 200.0);
+  EXPECT_DOUBLE_EQ(s["e2e_ms"]["p50"].get<double>(), 200.0);
+  EXPECT_DOUBLE_EQ(s["e2e_ms"]["p99"].get<double>(), 200.0 + 0.98 * 200.0);  // h = 1.98
+  EXPECT_EQ(s["goodput"]["good_requests"], 2);
+  EXPECT_DOUBLE_EQ(s["goodput"]["requests_per_s"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(s["goodput"]["slo"]["tpot_ms"].get<double>(), 30.0);
+  EXPECT_TRUE(s["goodput"]["slo"]["e2el_ms"].is_null());
+  ASSERT_EQ(s["samples"].size(), 3u);
+  EXPECT_DOUBLE_EQ(s["samples"][0]["tpot_ms"].get<double>(), 20.0);
+  EXPECT_TRUE(s["samples"][2]["tpot_ms"].is_null());
+  EXPECT_EQ(s["samples"][1]["itl_ms"].size(), 2u);
+
+  const std::string table = render_table(j), md = render_markdown(j);
+  for (const char* text : {"serving: 3 requests of 10 prompt + 3 output tokens, arriving all at once",
+                           "goodput req/s (ttft_ms <= 250.0, tpot_ms <= 30.0)", "serving latency", "TPOT"}) {
+    EXPECT_NE(table.find(text), std::string::npos) << text << "\n" << table;
+    EXPECT_NE(md.find(text), std::string::npos) << text << "\n" << md;
+  }
+
+  // Without SLOs goodput is null and its row is left out.
+  v.serving->goodput_ttft_ms = v.serving->goodput_tpot_ms = 0;
+  const std::vector<VariantReport> no_slo = {{"fused", "e", cost(), v}};
+  const json k = report_json(info, no_slo);
+  EXPECT_TRUE(k["scenarios"]["serving"]["goodput"].is_null());
+  EXPECT_EQ(render_table(k).find("goodput"), std::string::npos);
+}
+
 TEST(Report, CompareHoldsBothVariantsAndPairSpeedups) {
   const RunInfo info = run_info(false);
   const std::vector<VariantReport> variants = {{"baseline", "engine a", cost(), results(2.0)},

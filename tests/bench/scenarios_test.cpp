@@ -41,6 +41,7 @@ class RecordingEngine final : public Engine {
     lengths_.erase(seq_id);
   }
   int sequence_length(int seq_id) const override { return lengths_.at(seq_id); }
+  KvCapacity kv_capacity() const override { return {1 << 20, 16, 1 << 16}; }
   void forward(std::span<const SequenceChunk>, std::vector<float>&) override {
     FAIL() << "the benchmark should sample through forward_sample";
   }
@@ -80,7 +81,10 @@ TEST(Scenarios, ParseAndNeeds) {
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0], Scenario::Depth);
   EXPECT_EQ(s[1], Scenario::Latency);
-  EXPECT_THROW(parse_scenarios("serving"), Error);
+  EXPECT_THROW(parse_scenarios("serve"), Error);
+  EXPECT_EQ(parse_scenarios("serving,latency")[0], Scenario::Serving);
+  // "all" leaves serving out: it runs for as long as its arrivals take.
+  for (Scenario x : all) EXPECT_NE(x, Scenario::Serving);
   EXPECT_THROW(parse_scenarios(""), Error);
 
   BenchOptions o;
@@ -234,6 +238,77 @@ TEST(Scenarios, VariantsAlternateRepByRep) {
   EXPECT_EQ(results[1].prefill[0].ms.size(), 3u);
 }
 
+TEST(Scenarios, ServingArrivalsAndOptions) {
+  const auto a = make_arrival_times(2000, 4.0, 9), b = make_arrival_times(2000, 4.0, 9);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, make_arrival_times(2000, 4.0, 10));
+  for (size_t i = 1; i < a.size(); ++i) EXPECT_LE(a[i - 1], a[i]);
+  EXPECT_GT(a[0], 0.0);
+  // Exponential gaps of mean 1 / rate: 2000 of them average 0.25 s within a few percent.
+  EXPECT_NEAR(a.back() / 2000.0, 0.25, 0.25 * 0.08);
+  for (double t : make_arrival_times(5, parse_request_rate("inf"), 1)) EXPECT_EQ(t, 0.0);
+
+  EXPECT_DOUBLE_EQ(parse_request_rate("2.5"), 2.5);
+  for (const char* bad : {"0", "-1", "fast", "3x", ""}) EXPECT_THROW(parse_request_rate(bad), Error) << bad;
+  BenchOptions o;
+  parse_goodput("ttft:500,tpot:50", o);
+  EXPECT_EQ(o.goodput_ttft_ms, 500.0);
+  EXPECT_EQ(o.goodput_tpot_ms, 50.0);
+  EXPECT_EQ(o.goodput_e2el_ms, 0.0);
+  for (const char* bad : {"ttft", "ttft:", "ttft:-1", "itl:5", "tpot:5ms"}) EXPECT_THROW(parse_goodput(bad, o), Error) << bad;
+
+  o.num_prompts = 10;
+  o.serving_max_batch = 4;
+  o.serving_input_len = 100;
+  o.serving_output_len = 20;
+  o.max_prefill_tokens = 2;
+  const EngineNeeds needs = engine_needs(parse_scenarios("serving"), o);
+  EXPECT_EQ(needs.max_batch, 4);
+  EXPECT_EQ(needs.max_seq_len, 120);
+  EXPECT_EQ(needs.max_prefill_tokens, 4);  // a step holds one decode token per running request
+  o.num_prompts = 0;
+  EXPECT_THROW(o.validate(parse_scenarios("serving")), Error);
+}
+
+TEST(Scenarios, ServingRunsEveryRequestThroughTheScheduler) {
+  RecordingEngine engine(0, nullptr);
+  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}, {11, 12, 13, 14, 15}};
+  const std::vector<double> arrivals = {0.0, 0.0, 0.02};
+  SchedulerLimits limits;
+  limits.max_sequences = 2;
+  limits.max_step_tokens = 8;
+  limits.kv_capacity_tokens = 1 << 20;
+  int finished_calls = 0;
+  const ServingResult r = run_serving_once(engine, prompts, arrivals, 3, limits, [&](int done) {
+    EXPECT_EQ(done, finished_calls + 1);
+    ++finished_calls;
+  });
+  EXPECT_EQ(finished_calls, 3);
+  ASSERT_EQ(r.requests.size(), 3u);
+  // Step 0: request 0's prompt and 3 of request 1's (budget 8, two slots; request 2 has not arrived).
+  ASSERT_GE(engine.calls.size(), 2u);
+  ASSERT_EQ(engine.calls[0].chunks.size(), 2u);
+  EXPECT_EQ(engine.calls[0].chunks[0].second, prompts[0]);
+  EXPECT_EQ(engine.calls[0].chunks[1].second, (std::vector<int32_t>{6, 7, 8}));
+  for (const ServingRequest& q : r.requests) {
+    EXPECT_EQ(q.prompt_tokens, 5);
+    EXPECT_EQ(q.output_tokens, 3);
+    EXPECT_EQ(q.itl_ms.size(), 2u);
+    EXPECT_GE(q.ttft_ms, 0.0);
+    EXPECT_LE(q.ttft_ms, q.e2e_ms);
+  }
+  EXPECT_EQ(r.requests[2].arrival_s, 0.02);
+  EXPECT_GE(r.duration_s, 0.02);  // the run waited for the last arrival
+  EXPECT_GT(r.steps, 3);
+  EXPECT_EQ(engine.live_sequences(), 0u);
+
+  SchedulerLimits tiny = limits;
+  tiny.kv_capacity_tokens = 16;  // one block: a request of 5 + 20 tokens can never fit
+  const std::vector<double> at_once = {0.0, 0.0, 0.0};
+  EXPECT_THROW(run_serving_once(engine, prompts, at_once, 20, tiny), Error);
+  EXPECT_EQ(engine.live_sequences(), 0u);
+}
+
 TEST(Scenarios, AllScenariosOnTheCpuEngine) {
   omp_set_num_threads(1);  // the protocol is under test, not speed; thread teams only slow a busy CI machine
   ModelConfig c = test::tiny_config();
@@ -254,7 +329,12 @@ TEST(Scenarios, AllScenariosOnTheCpuEngine) {
   o.stability_batches = {2};
   o.stability_steps = 4;
   o.max_prefill_tokens = 8;
-  const auto scenarios = parse_scenarios("all");
+  o.request_rate = 500;  // arrivals a few ms apart
+  o.num_prompts = 5;
+  o.serving_input_len = 12;
+  o.serving_output_len = 4;
+  o.serving_max_batch = 3;
+  const auto scenarios = parse_scenarios("all,serving");
   const EngineNeeds needs = engine_needs(scenarios, o);
   EngineOptions eo;
   eo.max_batch = needs.max_batch;
@@ -282,6 +362,15 @@ TEST(Scenarios, AllScenariosOnTheCpuEngine) {
   EXPECT_EQ(r.stability->itl.reps[0].itl_ms.size(), 5u);
   ASSERT_EQ(r.stability->steps.size(), 1u);
   EXPECT_EQ(r.stability->steps[0].reps[1].step_ms.size(), 4u);
+  ASSERT_TRUE(r.serving.has_value());
+  EXPECT_EQ(r.serving->requests.size(), 5u);
+  EXPECT_EQ(r.serving->limits.max_sequences, 3);
+  EXPECT_EQ(r.serving->limits.max_step_tokens, 8);
+  for (const ServingRequest& q : r.serving->requests) {
+    EXPECT_EQ(q.output_tokens, 4);
+    EXPECT_EQ(q.itl_ms.size(), 3u);
+    EXPECT_LE(q.ttft_ms, q.e2e_ms);
+  }
 }
 
 }  // namespace

@@ -59,6 +59,10 @@ class CudaEngineImpl final : public CudaEngine {
                       std::vector<int32_t>& tokens) override;
   KvCacheStats kv_stats() const override { return kv_->stats(); }
   int max_sequence_length() const override { return max_sequence_length_; }
+  KvCapacity kv_capacity() const override {
+    const KvCacheStats s = kv_->stats();
+    return {static_cast<int64_t>(s.total_blocks) * s.block_size, s.block_size, max_sequence_length_};
+  }
 
  private:
   // One validated step, its inputs already in the pinned staging area and on their way to the device.
