@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -166,14 +167,30 @@ std::vector<float> run_target(Engine& engine, const std::vector<int32_t>& prompt
   return out;
 }
 
+// The invariance tests' target: a prompt and 128 tokens fed after it, over the test model.
+struct TargetCase {
+  ModelConfig config = small_llama();
+  std::unique_ptr<Model> model;
+  std::vector<int32_t> prompt, feed;
+};
+
+TargetCase target_case() {
+  std::mt19937 gen(202);
+  TargetCase c;
+  c.model = make_synthetic_model(c.config, false);
+  c.prompt = random_tokens(gen, 70, c.config.vocab_size);
+  c.feed = random_tokens(gen, 128, c.config.vocab_size);
+  return c;
+}
+
 TEST(FusedEngine, DecodeIsBitwiseBatchInvariant) {
   FUSELM_REQUIRE_GPU();
-  std::mt19937 gen(202);
-  const ModelConfig config = small_llama();
-  auto model = make_synthetic_model(config, false);
-  auto engine = make_cuda_engine(*model, options(ExecutionPath::Fused));
-  const std::vector<int32_t> prompt = random_tokens(gen, 70, config.vocab_size);
-  const std::vector<int32_t> feed = random_tokens(gen, 128, config.vocab_size);
+  const TargetCase c = target_case();
+  const ModelConfig& config = c.config;
+  const Model& model = *c.model;
+  const std::vector<int32_t>& prompt = c.prompt;
+  const std::vector<int32_t>& feed = c.feed;
+  auto engine = make_cuda_engine(model, options(ExecutionPath::Fused));
   const std::vector<float> alone = run_target(*engine, prompt, feed, 0, 1);
   ASSERT_EQ(alone.size(), feed.size() * config.vocab_size);
   for (int others : {1, 6, 63}) {
@@ -185,20 +202,15 @@ TEST(FusedEngine, DecodeIsBitwiseBatchInvariant) {
   }
   // Repeated, and on a second engine (fresh buffers, graphs and cache).
   EXPECT_EQ(0, std::memcmp(alone.data(), run_target(*engine, prompt, feed, 0, 1).data(), alone.size() * sizeof(float)));
-  auto second = make_cuda_engine(*model, options(ExecutionPath::Fused, 16));
+  auto second = make_cuda_engine(model, options(ExecutionPath::Fused, 16));
   EXPECT_EQ(0, std::memcmp(alone.data(), run_target(*second, prompt, feed, 0, 1).data(), alone.size() * sizeof(float)));
 }
 
-// The invariance test's target run alone on a fresh engine over the test model: what the
-// repeat and restart checks below compare.
+// The target run alone on a fresh engine: what the repeat and restart checks below compare.
 std::vector<float> fresh_engine_run() {
-  std::mt19937 gen(202);
-  const ModelConfig config = small_llama();
-  auto model = make_synthetic_model(config, false);
-  auto engine = make_cuda_engine(*model, options(ExecutionPath::Fused));
-  const std::vector<int32_t> prompt = random_tokens(gen, 70, config.vocab_size);
-  const std::vector<int32_t> feed = random_tokens(gen, 128, config.vocab_size);
-  return run_target(*engine, prompt, feed, 0, 1);
+  const TargetCase c = target_case();
+  auto engine = make_cuda_engine(*c.model, options(ExecutionPath::Fused));
+  return run_target(*engine, c.prompt, c.feed, 0, 1);
 }
 
 // Run only as a child process of the test below: writes fresh_engine_run()'s logits to the file

@@ -10,6 +10,7 @@
 #include "bench/peak_bandwidth.h"
 #include "bench/stats.h"
 #include "core/error.h"
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/cuda_check.h"
 
 namespace fuselm::bench {
@@ -96,63 +97,6 @@ static_assert(kBulkStoresInFlight >= 1 && kBulkLoadsInFlight >= 1,
 static_assert(kBulkChunkBytes % 16 == 0, "bulk copies move multiples of 16 bytes");
 static_assert(kBulkChunkBytes < (1 << 20), "an mbarrier phase counts fewer than 2^20 transaction bytes");
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mbarrier_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)), "r"(count) : "memory");
-}
-
-// The barriers were initialised through the generic proxy; the bulk copies complete on them
-// through the async proxy.
-__device__ __forceinline__ void mbarrier_init_fence() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-// The arrival of the one issuing thread, and the bytes the phase must also see land.
-__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(shared_address(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
-__device__ __forceinline__ void bulk_load_to_shared(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                   shared_address(dst)),
-               "l"(src), "r"(bytes), "r"(shared_address(bar))
-               : "memory");
-}
-
-__device__ __forceinline__ void bulk_store_from_shared(void* dst, const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(shared_address(src)),
-               "r"(bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-
-// Until at most `kPending` of the latest store groups are still reading shared memory.
-template <int kPending>
-__device__ __forceinline__ void bulk_wait_group_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
-}
-
-// Until every store group has completed, its writes included.
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
-#endif
 
 // Launched only where bulk_copy_supported() says the sm_90 body is what runs.
 __global__ void __launch_bounds__(kBulkThreads) bulk_copy_kernel(const uint4* __restrict__ src,
@@ -168,8 +112,9 @@ __global__ void __launch_bounds__(kBulkThreads) bulk_copy_kernel(const uint4* __
   // This block's chunks are blockIdx.x + k * gridDim.x for k < my_chunks.
   const size_t my_chunks = (n_chunks - blockIdx.x + gridDim.x - 1) / gridDim.x;
 
-  for (int s = 0; s < kBulkStages; ++s) mbarrier_init(&stage_loaded[s], 1);
-  mbarrier_init_fence();
+  for (int s = 0; s < kBulkStages; ++s) mbar_init(&stage_loaded[s], 1);
+  mbar_init_fence();
+  fence_proxy_async();  // the bulk copies complete on the barriers through the async proxy
 
   const auto* src_bytes = reinterpret_cast<const unsigned char*>(src);
   auto* dst_bytes = reinterpret_cast<unsigned char*>(dst);
@@ -184,19 +129,19 @@ __global__ void __launch_bounds__(kBulkThreads) bulk_copy_kernel(const uint4* __
     const size_t offset = chunk_offset(k);
     const uint32_t bytes = chunk_bytes(offset);
     uint64_t* bar = &stage_loaded[k % kBulkStages];
-    mbarrier_arrive_expect_tx(bar, bytes);
-    bulk_load_to_shared(stage_of(k), src_bytes + offset, bytes, bar);
+    mbar_arrive_expect_tx(bar, bytes);
+    bulk_copy_to_shared(stage_of(k), src_bytes + offset, bytes, bar);
   };
 
   const size_t prologue = my_chunks < size_t{kBulkLoadsInFlight} ? my_chunks : size_t{kBulkLoadsInFlight};
   for (size_t k = 0; k < prologue; ++k) load_chunk(k);
   for (size_t k = 0; k < my_chunks; ++k) {
     // Chunk k is the (k / kBulkStages)-th load into its stage: that phase's parity.
-    mbarrier_wait_parity(&stage_loaded[k % kBulkStages], static_cast<uint32_t>((k / kBulkStages) & 1));
+    mbar_wait(&stage_loaded[k % kBulkStages], static_cast<uint32_t>((k / kBulkStages) & 1));
     // Order the load's completion, seen through the barrier, before the async proxy reads the stage.
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     const size_t offset = chunk_offset(k);
-    bulk_store_from_shared(dst_bytes + offset, stage_of(k), chunk_bytes(offset));
+    bulk_store_to_global(dst_bytes + offset, stage_of(k), chunk_bytes(offset));
     bulk_commit_group();
     // The next load goes into the stage store k - kBulkStoresInFlight read from: wait until that
     // store (and every older one) has finished reading, leaving the newer ones in flight.
@@ -207,7 +152,7 @@ __global__ void __launch_bounds__(kBulkThreads) bulk_copy_kernel(const uint4* __
     }
   }
   // Shared memory goes away with the block: no store may still be reading it, nor be unfinished.
-  bulk_wait_all();
+  bulk_wait_group_all();
 #else
   (void)src;
   (void)dst;

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/mma_packing.h"
 
@@ -37,23 +38,20 @@ __device__ __forceinline__ void mma_16x8x16<__half>(float (&d)[4], const uint4& 
 
 // cp.async: global -> shared without registers, so the depth of the weight stream is bounded by
 // shared memory, not by the register file. Weights bypass L1 (.cg): each byte is read once.
-__device__ __forceinline__ uint32_t smem_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(smem_address(dst)), "l"(src) : "memory");
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(shared_address(dst)), "l"(src) : "memory");
 }
 
 // Copies src_bytes (0..16) and zero-fills the rest of the 16 bytes.
 __device__ __forceinline__ void cp_async_16_zfill(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src), "r"(src_bytes)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(src_bytes)
                : "memory");
 }
 
 // For activation rows that are only 4-byte aligned.
 __device__ __forceinline__ void cp_async_4_zfill(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_address(dst)), "l"(src), "r"(src_bytes)
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(src_bytes)
                : "memory");
 }
 
@@ -85,61 +83,8 @@ __device__ __forceinline__ const float* cluster_peer(float* p, int rank) {
 #endif
 }
 
-// mbarrier and bulk-copy (TMA) primitives, sm_90 only: the CTA pipeline's producer warp moves each
-// stage with one bulk copy per row tile and the consumers wait on the stage's barrier.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbar_init_fence() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_address(bar)), "r"(bytes)
-               : "memory");
-}
-
-// Arrives on `bar` once all of this thread's earlier cp.async copies have landed.
-__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_address(bar)) : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_address(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
-// Generic-proxy reads of a buffer are ordered before the bulk copy that overwrites it.
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-// The weight stream is read once: its lines are the first L2 evicts, ahead of activations, norm
-// partials and the KV cache, which later kernels of the step read again.
-__device__ __forceinline__ uint64_t l2_evict_first_policy() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
-}
-
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, int bytes, uint64_t* bar, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
-          smem_address(dst)),
-      "l"(src), "r"(bytes), "r"(smem_address(bar)), "l"(policy)
-      : "memory");
-}
-#endif
+// The CTA pipeline's producer warp moves each stage with one bulk copy per row tile
+// (kernels/cuda/async_copy.cuh) and the consumers wait on the stage's mbarrier.
 
 template <typename T>
 __device__ __forceinline__ float to_float(T v) {
@@ -604,7 +549,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
       const int n_k = static_cast<int>(min(static_cast<int64_t>(U), k_end - kt0));
       mbar_arrive_expect_tx(&full[b], tiles_here * n_k * 512);
       for (int j = 0; j < tiles_here; ++j)
-        bulk_copy(wbuf + (b * NT + j) * U * 32, w + ((tile0 + j) * k_tiles + kt0) * 32, n_k * 512, &full[b], policy);
+        bulk_copy_to_shared(wbuf + (b * NT + j) * U * 32, w + ((tile0 + j) * k_tiles + kt0) * 32, n_k * 512, &full[b], policy);
     };
     auto issue_x = [&](int s) {
       const int b = s % STAGES;
