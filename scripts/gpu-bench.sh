@@ -5,7 +5,8 @@
 #   2. the default full sweep (`--scenario all`) for the Llama-3.1-8B and Llama-3.2-1B shapes on
 #      the default (fused) path, each under a 300 s budget, and their plots;
 #   3. `--compare baseline,fused` at batch 1 on both shapes (the fused issue's speedups);
-#   4. a second 8B latency run for repeatability, and `fuselm tune` for the 8B shape.
+#   4. the serving scenario on the 8B shape (Poisson arrivals at 4 requests/s, 64 requests);
+#   5. a second 8B latency run for repeatability, and `fuselm tune` for the 8B shape.
 # Results go to bench/results/ (RESULTS overrides); when OUT is set, everything is also packed
 # into $OUT/bench-results.tar.gz. A table of the headline numbers is printed last.
 # Usage: [FUSELM_COMMIT=<hash>] [BUILD=build-gpu] bash scripts/gpu-bench.sh
@@ -39,6 +40,9 @@ for shape in "${shapes[@]}"; do
       --compare baseline,fused --reps 3 -q --json "$results/h200-$shape-compare.json" \
       --markdown "$results/h200-$shape-compare.md"
 done
+run llama-3.1-8b-serving bench -m 'synthetic:llama-3.1-8b?vocab=32000' --device cuda --dtype bf16 --scenario serving \
+    --request-rate 4 --num-prompts 64 -q --json "$results/h200-llama-3.1-8b-serving.json" \
+    --markdown "$results/h200-llama-3.1-8b-serving.md"
 run llama-3.1-8b-run2 bench -m 'synthetic:llama-3.1-8b?vocab=32000' --device cuda --dtype bf16 --scenario latency -q \
     --json "$results/h200-llama-3.1-8b-run2.json"
 FUSELM_TIMEOUT=90 run tune-llama-3.1-8b tune -m 'synthetic:llama-3.1-8b?vocab=32000' --dtype bf16 -o "$results/h200-llama-3.1-8b-plan.json" -q
