@@ -7,6 +7,7 @@
 #   depth.png       decode tokens/s against KV depth
 #   stability.png   every decode step of the first timed repetition of the stability scenario
 #                   (batch-1 ITL and the step at each batch), over its median
+#   serving.png     cumulative distributions of TTFT, TPOT, ITL and E2E latency of the serving scenario
 # Plots are made only for the scenarios the result holds; with --compare, one series per variant.
 # Data is pulled from the JSON by python3 (standard library only) and drawn by gnuplot.
 # Usage: bench/plot.sh RESULT.json OUTDIR
@@ -58,7 +59,7 @@ def percentile(sorted_xs, p):  # the tool's definition: linear between closest r
         return sorted_xs[-1]
     return sorted_xs[lo] + (h - lo) * (sorted_xs[lo + 1] - sorted_xs[lo])
 
-have = {"latency": [], "throughput": [], "prefill": [], "depth": [], "stability": []}
+have = {"latency": [], "throughput": [], "prefill": [], "depth": [], "stability": [], "serving": []}
 itl_all = []
 for name, s in variants:
     if "latency" in s:
@@ -86,6 +87,17 @@ for name, s in variants:
         for tag, xs, p50 in series:
             have["stability"].append(f"{name}:{tag}" if len(variants) > 1 else tag)
             write(f"stab_{len(have['stability'])}.dat", [(i + 1, x / p50) for i, x in enumerate(xs)])
+
+    if "serving" in s:
+        # Cumulative distributions over requests (TTFT, TPOT, E2E) and over token gaps (ITL).
+        reqs = s["serving"]["samples"]
+        for metric, xs in (("ttft", [q["ttft_ms"] for q in reqs]),
+                           ("tpot", [q["tpot_ms"] for q in reqs if q["output_tokens"] > 1]),
+                           ("itl", [x for q in reqs for x in q["itl_ms"]]),
+                           ("e2e", [q["e2e_ms"] for q in reqs])):
+            xs = sorted(xs)
+            write(f"serv{metric}_{name}.dat", [(x, (i + 1) / len(xs)) for i, x in enumerate(xs)] or [(0, 0)])
+        have["serving"].append(name)
 
 # One set of histogram bins for every variant so their bars line up: 40 bins over [min, max].
 if itl_all:
@@ -117,5 +129,6 @@ if [ -n "$throughput_variants" ]; then plot throughput.gp "$throughput_variants"
 if [ -n "$prefill_variants" ]; then plot prefill.gp "$prefill_variants"; made+=(prefill.png); fi
 if [ -n "$depth_variants" ]; then plot depth.gp "$depth_variants"; made+=(depth.png); fi
 if [ -n "$stability_variants" ]; then plot stability.gp "$stability_variants"; made+=(stability.png); fi
+if [ -n "$serving_variants" ]; then plot serving.gp "$serving_variants"; made+=(serving.png); fi
 [ ${#made[@]} -gt 0 ] || { echo "plot.sh: $json holds no scenario to plot" >&2; exit 1; }
 echo "plot.sh: wrote ${made[*]} to $out"

@@ -412,15 +412,30 @@ TEST(Report, PlotScriptRendersEveryPlot) {
   const fs::path dir = fs::temp_directory_path() / ("fuselm_plot_test_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  const RunInfo info = run_info(true);
-  const std::vector<VariantReport> one = {{"fused", "e", cost(), results(1.0)}};
-  const std::vector<VariantReport> two = {{"baseline", "a", cost(), results(2.0)}, {"fused", "b", cost(), results(1.0)}};
+  RunInfo info = run_info(true);
+  info.scenarios.push_back(Scenario::Serving);
+  info.options.request_rate = 4.0;
+  std::vector<VariantReport> one = {{"fused", "e", cost(), results(1.0)}};
+  std::vector<VariantReport> two = {{"baseline", "a", cost(), results(2.0)}, {"fused", "b", cost(), results(1.0)}};
+  for (auto* variants : {&one, &two})
+    for (VariantReport& v : *variants) {
+      ServingResult r;
+      r.request_rate = 4.0;
+      r.num_prompts = 2;
+      r.input_len = 10;
+      r.output_len = 3;
+      r.duration_s = 1.0;
+      r.steps = 5;
+      r.requests = {{10, 3, 0.0, 100.0, 140.0, {15.0, 25.0}}, {10, 3, 0.25, 120.0, 170.0, {20.0, 30.0}}};
+      v.results.serving = r;
+    }
   for (const auto* variants : {&one, &two}) {
     const fs::path json_file = dir / "result.json", out = dir / (variants->size() == 1 ? "one" : "two");
     std::ofstream(json_file) << report_json(info, *variants).dump(2);
     const std::string cmd = plot.string() + " " + json_file.string() + " " + out.string() + " >/dev/null";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    for (const char* png : {"itl.png", "itl_cdf.png", "throughput.png", "prefill.png", "depth.png", "stability.png"})
+    for (const char* png :
+         {"itl.png", "itl_cdf.png", "throughput.png", "prefill.png", "depth.png", "stability.png", "serving.png"})
       EXPECT_GT(fs::file_size(out / png), 1000u) << out / png;
   }
   fs::remove_all(dir);
