@@ -246,14 +246,17 @@ Status dispatch_stages(int stages, F&& f) {
 
 }  // namespace
 
-DecodeVariant choose_decode_variant(int /*head_dim*/, int batch, int n_kv_heads, int sm_count) {
+DecodeVariant choose_decode_variant(int head_dim, int batch, int n_kv_heads, int sm_count, int max_smem_per_block) {
   // Measured on H200: three stages (2 CTAs per multiprocessor) lost 2-16% to two stages (3 CTAs
   // per multiprocessor) at large batches: more CTAs in flight beat a deeper pipeline per CTA.
   // A small batch has too few CTAs to fill the GPU either way; there a 256-key split's four
   // 64-key stages are all in flight at once instead of one after the other (latency, not
   // bandwidth). The stage count does not change a result bit, so it may follow the batch.
+  // Four stages need 132 KB of shared memory at head_dim 128: more than some GPUs give a block.
+  const int four_stage_smem = head_dim == 64 ? DecodeConfig<64, 4>::kSmemBytes : DecodeConfig<128, 4>::kSmemBytes;
   const int64_t ctas_per_split = static_cast<int64_t>(batch) * n_kv_heads;
-  return DecodeVariant{ctas_per_split * 4 <= sm_count ? 4 : 2};
+  const bool deep = ctas_per_split * 4 <= sm_count && four_stage_smem <= max_smem_per_block;
+  return DecodeVariant{deep ? 4 : 2};
 }
 
 Status decode_attention_variant(const DecodeVariant& variant, const void* q, void* out, DType dtype,
@@ -328,15 +331,20 @@ size_t decode_attention_workspace_bytes(const AttentionShape& shape, const Decod
 Status decode_attention(const void* q, void* out, DType dtype, const AttentionShape& shape, const PagedKvView& kv,
                         const int32_t* kv_lens, int batch, const DecodeAttentionPlan& plan, void* workspace,
                         cudaStream_t stream) {
-  static int sm_count = [] {
-    int device = 0, sms = 0;
+  struct DeviceLimits {
+    int sm_count = 0, max_smem_per_block = 0;  // zeros choose two stages: the choice for large batches
+  };
+  static const DeviceLimits limits = [] {
+    DeviceLimits l;
+    int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-      return 0;  // two stages: the choice for large batches
-    return sms;
+        cudaDeviceGetAttribute(&l.sm_count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&l.max_smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
+      return DeviceLimits{};
+    return l;
   }();
-  const attention_detail::DecodeVariant variant =
-      attention_detail::choose_decode_variant(shape.head_dim, batch, shape.n_kv_heads, sm_count);
+  const attention_detail::DecodeVariant variant = attention_detail::choose_decode_variant(
+      shape.head_dim, batch, shape.n_kv_heads, limits.sm_count, limits.max_smem_per_block);
   return attention_detail::decode_attention_variant(variant, q, out, dtype, shape, kv, kv_lens, batch, plan, workspace,
                                                     stream);
 }

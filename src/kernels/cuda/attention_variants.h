@@ -31,7 +31,7 @@ struct DecodeVariant {
 // the same keys in the same order), so it follows the batch: deeper for batches too small to
 // fill the GPU.
 PrefillVariant choose_prefill_variant(int head_dim);
-DecodeVariant choose_decode_variant(int head_dim, int batch, int n_kv_heads, int sm_count);
+DecodeVariant choose_decode_variant(int head_dim, int batch, int n_kv_heads, int sm_count, int max_smem_per_block);
 
 Status prefill_attention_variant(const PrefillVariant& variant, const void* q, void* out, DType dtype,
                                  const AttentionShape& shape, const PagedKvView& kv, const int32_t* q_starts,
