@@ -97,7 +97,6 @@ static_assert(kBulkStoresInFlight >= 1 && kBulkLoadsInFlight >= 1,
 static_assert(kBulkChunkBytes % 16 == 0, "bulk copies move multiples of 16 bytes");
 static_assert(kBulkChunkBytes < (1 << 20), "an mbarrier phase counts fewer than 2^20 transaction bytes");
 
-
 // Launched only where bulk_copy_supported() says the sm_90 body is what runs.
 __global__ void __launch_bounds__(kBulkThreads) bulk_copy_kernel(const uint4* __restrict__ src,
                                                                  uint4* __restrict__ dst, size_t n_vec) {
@@ -139,7 +138,7 @@ __global__ void __launch_bounds__(kBulkThreads) bulk_copy_kernel(const uint4* __
     // Chunk k is the (k / kBulkStages)-th load into its stage: that phase's parity.
     mbar_wait(&stage_loaded[k % kBulkStages], static_cast<uint32_t>((k / kBulkStages) & 1));
     // Order the load's completion, seen through the barrier, before the async proxy reads the stage.
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    fence_proxy_async();
     const size_t offset = chunk_offset(k);
     bulk_store_to_global(dst_bytes + offset, stage_of(k), chunk_bytes(offset));
     bulk_commit_group();

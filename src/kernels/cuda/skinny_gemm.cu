@@ -294,6 +294,29 @@ struct SkinnyPipe {
   static_assert(kWBytes % 16 == 0 && kXBytes % 16 == 0, "stages must stay 16-byte aligned");
 };
 
+// One lane's share of a stage's activation rows: tokens 0..m-1, columns k0 .. k0 + 16*U - 1, into
+// rows of XS elements; columns past K are zero-filled. 16-byte copies where the rows allow them,
+// 4-byte copies otherwise. Both pipelines stage through this, so both see the same operands.
+template <typename T, int U, int XS>
+__device__ __forceinline__ void stage_activations(T* dst, const T* __restrict__ x, int64_t x_stride, bool x_vec16,
+                                                  int m, int64_t cols, int64_t k0, int lane) {
+  if (x_vec16) {
+    for (int c = lane; c < m * U * 2; c += 32) {
+      const int tok = c / (U * 2), j = c % (U * 2);
+      const int64_t k = k0 + j * 8;
+      const int bytes = k >= cols ? 0 : cols - k >= 8 ? 16 : static_cast<int>(cols - k) * 2;
+      cp_async_16_zfill(dst + tok * XS + j * 8, x + tok * x_stride + (bytes > 0 ? k : 0), bytes);
+    }
+  } else {
+    for (int c = lane; c < m * U * 8; c += 32) {
+      const int tok = c / (U * 8), j = c % (U * 8);
+      const int64_t k = k0 + j * 2;
+      const int bytes = k < cols ? 4 : 0;
+      cp_async_4_zfill(dst + tok * XS + j * 2, x + tok * x_stride + (bytes > 0 ? k : 0), bytes);
+    }
+  }
+}
+
 // A cluster of k_split CTAs owns RT row tiles (16 rows each) and splits K into k_split fixed ranges;
 // inside a CTA the WARPS warps split the CTA's range again. Each warp streams its range through its
 // own cp.async pipeline (weights and activation rows), multiplying with mma.sync. The warps' partial
@@ -349,23 +372,8 @@ __global__ void __launch_bounds__(WARPS * 32)
   // zero, but 0 * garbage could be NaN). Tokens >= m are never read.
   auto issue_x = [&](int s) {
     if (s >= stages) return;
-    T* dst = xbuf + (s % STAGES) * (Pipe::kTokens * XS);
-    const int64_t k0 = (k_begin + static_cast<int64_t>(s) * U) * 16;
-    if (x_vec16) {
-      for (int c = lane; c < m * U * 2; c += 32) {
-        const int tok = c / (U * 2), j = c % (U * 2);
-        const int64_t k = k0 + j * 8;
-        const int bytes = k >= cols ? 0 : cols - k >= 8 ? 16 : static_cast<int>(cols - k) * 2;
-        cp_async_16_zfill(dst + tok * XS + j * 8, x + tok * x_stride + (bytes > 0 ? k : 0), bytes);
-      }
-    } else {
-      for (int c = lane; c < m * U * 8; c += 32) {
-        const int tok = c / (U * 8), j = c % (U * 8);
-        const int64_t k = k0 + j * 2;
-        const int bytes = k < cols ? 4 : 0;
-        cp_async_4_zfill(dst + tok * XS + j * 2, x + tok * x_stride + (bytes > 0 ? k : 0), bytes);
-      }
-    }
+    stage_activations<T, U, XS>(xbuf + (s % STAGES) * (Pipe::kTokens * XS), x, x_stride, x_vec16, m, cols,
+                                (k_begin + static_cast<int64_t>(s) * U) * 16, lane);
   };
 
   // Groups in order: W0 .. W(STAGES-2), X(0 .. STAGES-2), then one group per later stage.
@@ -549,27 +557,13 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
       const int n_k = static_cast<int>(min(static_cast<int64_t>(U), k_end - kt0));
       mbar_arrive_expect_tx(&full[b], tiles_here * n_k * 512);
       for (int j = 0; j < tiles_here; ++j)
-        bulk_copy_to_shared(wbuf + (b * NT + j) * U * 32, w + ((tile0 + j) * k_tiles + kt0) * 32, n_k * 512, &full[b], policy);
+        bulk_copy_to_shared(wbuf + (b * NT + j) * U * 32, w + ((tile0 + j) * k_tiles + kt0) * 32, n_k * 512,
+                            &full[b], policy);
     };
     auto issue_x = [&](int s) {
       const int b = s % STAGES;
-      T* dst = xbuf + b * m * XS;
-      const int64_t k0 = (k_begin + static_cast<int64_t>(s) * U) * 16;
-      if (x_vec16) {
-        for (int c = lane; c < m * U * 2; c += 32) {
-          const int tok = c / (U * 2), j = c % (U * 2);
-          const int64_t k = k0 + j * 8;
-          const int bytes = k >= cols ? 0 : cols - k >= 8 ? 16 : static_cast<int>(cols - k) * 2;
-          cp_async_16_zfill(dst + tok * XS + j * 8, x + tok * x_stride + (bytes > 0 ? k : 0), bytes);
-        }
-      } else {
-        for (int c = lane; c < m * U * 8; c += 32) {
-          const int tok = c / (U * 8), j = c % (U * 8);
-          const int64_t k = k0 + j * 2;
-          const int bytes = k < cols ? 4 : 0;
-          cp_async_4_zfill(dst + tok * XS + j * 2, x + tok * x_stride + (bytes > 0 ? k : 0), bytes);
-        }
-      }
+      stage_activations<T, U, XS>(xbuf + b * m * XS, x, x_stride, x_vec16, m, cols,
+                                  (k_begin + static_cast<int64_t>(s) * U) * 16, lane);
       cp_async_mbar_arrive(&full[b]);
     };
     const int prologue = stages < STAGES ? stages : STAGES;
