@@ -25,6 +25,10 @@ run() {  # name, batches, extra arguments
   [ -n "${OUT:-}" ] && cp "$out/h200-llama-3.1-8b-$name.json" "$OUT/"
 }
 run invariant 1,16,64
+# The rule plan before one-token variants: gate_up and the LM head on rt1_w4_cta at every m.
+run k1-gate-up 1,16,64 --plan "$out/plan-k1-gate-up.json"
+# The rule plan with 128-token decode splits: what a split following the sequence length would give.
+run split128 1,16,64 --plan "$out/plan-split128.json"
 run fastest-at-batch1 1 --plan "$out/plan-fastest-at-batch1.json"
 run fastest-at-batch16 16,64 --plan "$out/plan-fastest-at-batch16.json"
 run invariant-again 1,16,64

@@ -218,6 +218,7 @@ Plan make_rule_plan(const ModelConfig& config, DType dtype, const GpuIdentity& g
     DecodeGemmChoice c;
     c.op = op;
     c.variant = r.choice;
+    c.single_token_variant = r.single_token.empty() ? r.choice : r.single_token;
     c.origin = rule_origin(r);
     plan.decode.gemm.push_back(std::move(c));
   }
@@ -276,6 +277,13 @@ void validate_plan(const Plan& plan, const std::string& where) {
     check(c.op == kDecodeGemmOps[i], "decode.gemm entry ", i, " is ", plan_op_name(c.op), ", expected ", op);
     check(is_known(skinny_gemm_variant_names(), c.variant), "decode.gemm.", op, ".variant '", c.variant,
           "' is not a decode GEMM variant of this build (known: ", join(skinny_gemm_variant_names()), ")");
+    check(is_known(skinny_gemm_variant_names(), c.single_token_variant), "decode.gemm.", op,
+          ".single_token_variant '", c.single_token_variant, "' is not a decode GEMM variant of this build (known: ",
+          join(skinny_gemm_variant_names()), ")");
+    check(skinny_rounding_class(c.single_token_variant) == skinny_rounding_class(c.variant), "decode.gemm.", op,
+          ": the single-token variant ", c.single_token_variant, " (rounding class ",
+          skinny_rounding_class(c.single_token_variant), ") rounds differently from ", c.variant, " (class ",
+          skinny_rounding_class(c.variant), "), so a request's logits would depend on the batch size");
     const auto [rows, cols] = decode_gemm_shape(c.op, m);
     check(c.rows == rows && c.cols == cols, "decode.gemm.", op, " is for a ", c.rows, "x", c.cols,
           " matrix, the model's is ", rows, "x", cols);

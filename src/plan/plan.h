@@ -130,6 +130,7 @@ struct PlanRule {
   RuleRange sm_count{0, kUnbounded};
   RuleRange memory_gib{0, kUnbounded};
   std::string_view choice;                  // variant or kernel name, or a number of tokens
+  std::string_view single_token;            // decode GEMMs: the variant for one-token launches; empty = choice
   std::string_view evidence;                // the measurement (or the reasoning) behind the row
 };
 std::span<const PlanRule> plan_rules();
@@ -141,6 +142,14 @@ const PlanRule& find_plan_rule(PlanOp op, DType dtype, double shape, const GpuId
 // skinny_gemm_variants() (kernels/cuda/skinny_gemm.h), which CPU-only builds cannot call;
 // tests/gpu/plan_kernels_test.cu checks the two lists agree.
 std::span<const std::string_view> skinny_gemm_variant_names();
+// Decode GEMM variants with the same rounding class give bitwise-equal results for every token
+// count: they cut K into the same pieces, accumulate each piece k-tile by k-tile from zero, and add
+// the pieces in the same order. The CTA pipeline with a cluster K split of k is class "k<k>"; the
+// warp pipeline without a cluster split and w warps is "k<w>" too (its warps take the same pieces:
+// the single-token twin of kernels/cuda/skinny_gemm.h); with a cluster split k it adds per-CTA
+// sums of w warps, class "k<k>x<w>". Throws Error for an unknown name. Checked bitwise on the GPU
+// (tests/gpu/skinny_gemm_test.cu).
+std::string skinny_rounding_class(std::string_view variant);
 std::span<const std::string_view> decode_attention_kernel_names();
 std::span<const std::string_view> prefill_attention_kernel_names();
 std::span<const std::string_view> prefill_gemm_path_names();
@@ -176,6 +185,9 @@ struct GemmTiming {
 struct DecodeGemmChoice {
   PlanOp op = PlanOp::Qkv;
   std::string variant;  // skinny GEMM variant name; the engine resolves it with find_skinny_gemm_variant
+  // The variant of one-token launches (the batch-1 bucket); same rounding class as `variant`, so a
+  // token's bits do not change with the batch while each side runs what is fastest for it.
+  std::string single_token_variant;
   int64_t rows = 0;     // the matrix: rows (output features) x cols (K)
   int64_t cols = 0;
   ChoiceOrigin origin;
@@ -219,10 +231,11 @@ struct DecodeBucket {
 
 struct DecodePlan {
   // A request's logits must be bitwise identical whatever else is in the batch, and a different
-  // GEMM variant or split size changes the order of the floating-point sums. So there is one
-  // GEMM variant per op and one split size, shared by every bucket (they may depend on the
-  // matrix shape, dtype and GPU, never on the batch); a bucket carries only its graph size and
-  // launch grids.
+  // K split or split size changes the order of the floating-point sums. So each op has one
+  // rounding class (skinny_rounding_class) and there is one split size, shared by every bucket
+  // (they may depend on the matrix shape, dtype and GPU, never on the batch). Within its class an
+  // op may run one variant for one token and another for more; a bucket carries only its graph
+  // size and launch grids.
   std::vector<DecodeGemmChoice> gemm;  // one per op of kDecodeGemmOps, in that order
   DecodeAttentionChoice attention;
   std::vector<DecodeBucket> buckets;   // ascending batch; the last is limits.max_batch

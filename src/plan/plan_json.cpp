@@ -114,7 +114,7 @@ class Reader {
 };
 
 json gemm_json(const DecodeGemmChoice& c) {
-  json j = {{"variant", c.variant}, {"rows", c.rows}, {"cols", c.cols}};
+  json j = {{"variant", c.variant}, {"single_token_variant", c.single_token_variant}, {"rows", c.rows}, {"cols", c.cols}};
   j = origin_json(j, c.origin);
   if (!c.timings.empty()) {
     json candidates = json::array();
@@ -145,6 +145,8 @@ DecodeGemmChoice read_gemm(const Reader& r, const json& j, const std::string& pa
   DecodeGemmChoice c;
   c.op = op;
   c.variant = r.string(j, path, "variant");
+  // Plans written before per-bucket variants ran one variant for every token count.
+  c.single_token_variant = j.contains("single_token_variant") ? r.string(j, path, "single_token_variant") : c.variant;
   c.rows = r.integer(r.member(j, path, "rows"), Reader::child(path, "rows"), 0, int64_t{1} << 40);
   c.cols = r.integer(r.member(j, path, "cols"), Reader::child(path, "cols"), 0, int64_t{1} << 40);
   c.origin = r.origin(j, path);

@@ -58,12 +58,13 @@ std::string render_plan(const Plan& p) {
                 p.limits.max_batch, p.limits.max_prefill_tokens, p.limits.max_seq_len);
   out += format("kv block: %d tokens (%s)\n\n", p.kv_block_size, p.kv_block_origin.source.c_str());
 
-  out += "decode GEMMs: one variant per op, the same for every batch bucket (batch-invariant bits)\n";
-  out += format("  %-9s %-16s %9s  %-14s %s\n", "op", "matrix", "tiles/SM", "variant", "source");
+  out += "decode GEMMs: one rounding class per op for every batch bucket (batch-invariant bits)\n";
+  out += format("  %-9s %-16s %9s  %-14s %-14s %-8s %s\n", "op", "matrix", "tiles/SM", "variant", "one token", "rounding",
+                "source");
   for (const DecodeGemmChoice& c : p.decode.gemm)
-    out += format("  %-9s %-16s %9.1f  %-14s %s\n", std::string(plan_op_name(c.op)).c_str(),
+    out += format("  %-9s %-16s %9.1f  %-14s %-14s %-8s %s\n", std::string(plan_op_name(c.op)).c_str(),
                   str_cat(c.rows, " x ", c.cols).c_str(), rule_shape_measure(c.op, m, p.gpu), c.variant.c_str(),
-                  c.origin.source.c_str());
+                  c.single_token_variant.c_str(), skinny_rounding_class(c.variant).c_str(), c.origin.source.c_str());
   const DecodeAttentionChoice& a = p.decode.attention;
   out += format("decode attention: %s kernel, split %d tokens for every batch, %d splits per sequence, workspace %s (%s)\n",
                 a.kernel.c_str(), a.split_tokens, a.max_splits_per_seq, mib(a.workspace_bytes).c_str(),
@@ -86,11 +87,13 @@ std::string render_plan(const Plan& p) {
     if (c.timings.empty()) continue;
     out += format("\nmeasured %s (median us per launch at each m; total over the decode buckets)\n",
                   std::string(plan_op_name(c.op)).c_str());
-    std::string head = format("  %-16s", "variant");
+    std::string head = format("  %-19s", "variant");
     for (int mm : c.measured_m) head += format(" %8s", str_cat("m=", mm).c_str());
     out += head + format(" %10s\n", "total");
     for (const GemmTiming& t : c.timings) {
-      std::string line = format("  %-16s", (t.variant + (t.variant == c.variant ? " *" : "")).c_str());
+      const char* mark = t.variant == c.variant ? (t.variant == c.single_token_variant ? " *" : " *m>1")
+                         : t.variant == c.single_token_variant ? " *m=1" : "";
+      std::string line = format("  %-19s", (t.variant + mark).c_str());
       for (double us : t.us) line += format(" %8.1f", us);
       out += line + format(" %10.1f\n", t.total_us);
     }

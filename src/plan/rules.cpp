@@ -3,6 +3,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdio>
+#include <iterator>
 
 #include "core/error.h"
 #include "plan/plan.h"
@@ -28,9 +29,14 @@ constexpr PlanRule kRules[] = {
     // row tile per warp (activations staged once per 64 weight rows, so m = 16 costs little more
     // than m = 1), K split across a cluster until the grid has >= 2.5 CTAs per SM
     // (default_skinny_variant in kernels/cuda/skinny_gemm.h; docs/kernels/skinny_gemm.md).
-    {.ops = kDecodeGemms, .shape = {10, kUnbounded}, .sm = kHopper, .choice = "rt1_w4_cta",
-     .evidence = "H200 bf16, 8B gate_up 28672x4096 (13.6 row tiles/SM): 62.7 us at m=1 (83% of peak), 68.1 us at "
-                 "m=16, within 6% of the best variant over m=1 + m=16 (bench/results/h200-skinny-gemm-lab3.txt)"},
+    // Large matrices: K split in two across a cluster, with 8 one-tile warps for a single token
+    // and 4 two-tile warps for more (one rounding class, so the same bits).
+    {.ops = kDecodeGemms, .shape = {10, kUnbounded}, .sm = kHopper, .choice = "rt2_w4_k2_cta",
+     .single_token = "rt1_w8_k2_cta",
+     .evidence = "H200 bf16, 8B gate_up 28672x4096 (13.6 row tiles/SM), fuselm tune: rt1_w8_k2_cta 60.7 us at m=1 "
+                 "and rt2_w4_k2_cta 62.3-70.0 us at m=2-16, against 62.9 and 66.1-70.4 for rt1_w4_cta; the LM head "
+                 "32000x4096 alike (bench/results/h200-llama-3.1-8b-plan.json; in the step: "
+                 "bench/results/invariance/README.md)"},
     {.ops = kDecodeGemms, .shape = {5, 10}, .sm = kHopper, .choice = "rt1_w4_k2_cta",
      .evidence = "H200 bf16, 1B gate_up 16384x2048 (7.8 row tiles/SM): 23.0 us at m=1, 23.4 us at m=16 "
                  "(bench/results/h200-skinny-gemm-lab3.txt)"},
@@ -116,6 +122,24 @@ const std::vector<Preset>& presets() {
 std::span<const PlanRule> plan_rules() { return kRules; }
 std::span<const std::string_view> skinny_gemm_variant_names() { return kSkinnyGemmVariants; }
 std::span<const std::string_view> decode_attention_kernel_names() { return kDecodeAttentionKernels; }
+
+std::string skinny_rounding_class(std::string_view variant) {
+  FUSELM_CHECK(std::find(std::begin(kSkinnyGemmVariants), std::end(kSkinnyGemmVariants), variant) !=
+                   std::end(kSkinnyGemmVariants),
+               "'", variant, "' is not a decode GEMM variant of this build");
+  // Names read rt<row tiles>_w<warps>[_k<cluster split>][_cta] (SkinnyGemmVariant::name).
+  auto number_after = [&](std::string_view tag) {
+    const size_t at = variant.find(tag);
+    if (at == std::string_view::npos) return 1;
+    int n = 0;
+    for (size_t i = at + tag.size(); i < variant.size() && std::isdigit(static_cast<unsigned char>(variant[i])); ++i)
+      n = n * 10 + (variant[i] - '0');
+    return n;
+  };
+  const int warps = number_after("_w"), k_split = number_after("_k");
+  if (variant.ends_with("_cta")) return str_cat("k", k_split);  // warps split rows, not K
+  return k_split == 1 ? str_cat("k", warps) : str_cat("k", k_split, "x", warps);
+}
 std::span<const std::string_view> prefill_attention_kernel_names() { return kPrefillAttentionKernels; }
 std::span<const std::string_view> prefill_gemm_path_names() { return kPrefillGemmPaths; }
 

@@ -67,7 +67,11 @@ TEST(PlanKernels, PrefillKernelNamesAreTheLaunchersChoices) {
 TEST(PlanKernels, RulePlanResolves) {
   const ModelConfig c = load_model("synthetic:llama-3.1-8b", LoadOptions{.materialize_synthetic = false})->config;
   const Plan p = make_rule_plan(c, DType::BF16, gpu_preset("h200"), make_plan_limits(c, 256, 8192, 0));
-  for (PlanOp op : kDecodeGemmOps) EXPECT_EQ(plan_skinny_gemm_variant(p, op).name(), p.decode_gemm(op).variant);
+  for (PlanOp op : kDecodeGemmOps) {
+    const SkinnyGemmChoice choice = plan_skinny_gemm_choice(p, op);
+    EXPECT_EQ(choice.variant.name(), p.decode_gemm(op).variant);
+    EXPECT_EQ(choice.single_token.name(), p.decode_gemm(op).single_token_variant);
+  }
   const DecodeAttentionPlan a = plan_decode_attention(p, 4096);
   EXPECT_EQ(a.split_tokens, 256);
   EXPECT_EQ(a.max_splits_per_seq, 16);
@@ -96,6 +100,7 @@ TEST(PlanTune, SmallModelOnThisGpu) {
     ASSERT_EQ(g.timings.size(), skinny_gemm_variants().size());
     for (const GemmTiming& t : g.timings)
       for (double us : t.us) EXPECT_GT(us, 0.0) << t.variant;
+    EXPECT_EQ(skinny_rounding_class(g.single_token_variant), skinny_rounding_class(g.variant));
   }
   const DecodeAttentionChoice& a = p.decode.attention;
   EXPECT_EQ(a.measured_cases.size(), 4u);

@@ -24,6 +24,7 @@
 #include "kernels/cuda/skinny_gemm.h"
 #include "kernels/mma_packing.h"
 #include "model/config.h"
+#include "plan/plan.h"
 
 namespace fuselm {
 namespace {
@@ -374,6 +375,44 @@ TEST(SkinnyGemm, SingleTokenTwinGivesTheCtaPipelinesBits) {
       EXPECT_TRUE(bitwise_equal(got_xg[0], got_xg[1])) << v.name() << " " << rows << "x" << cols;
     }
     EXPECT_GT(twins, 0);
+  }
+}
+
+// The plan may run one variant for one token and another for more when they share a rounding class
+// (plan/plan.h): every variant of a class must give the same bits, at every token count.
+TEST(SkinnyGemm, VariantsOfOneRoundingClassGiveTheSameBits) {
+  REQUIRE_GPU();
+  const bool clusters = skinny_gemm_clusters_supported();
+  const DType t = DType::BF16;
+  for (Shape s : {Shape{512, 4096}, Shape{200, 1030}, Shape{272, 14336}}) {
+    const int64_t rows = s.rows, cols = s.cols, tiles = mma_tiles(cols);
+    TestWeight w(rows, cols, t);
+    DeviceBuffer<float> norm_partials(int64_t{16} * tiles);
+    std::vector<float> squares = random_values(16 * tiles, 1.0f);
+    for (auto& x : squares) x = x * x;
+    norm_partials.upload(squares);
+    const SkinnyNorm norm{norm_partials.ptr, static_cast<int>(tiles), static_cast<int>(cols), 1e-5f};
+    for (int m : {1, 5, 16}) {
+      TestInput in(m, cols, t, cols + cols % 8);
+      std::map<std::string, std::pair<std::string, std::vector<float>>> first;  // class -> (variant, result)
+      int compared = 0;
+      for (const auto& v : skinny_gemm_variants()) {
+        if (!clusters && (v.k_split > 1 || v.pipeline == SkinnyPipeline::kCtaSplitRows)) continue;
+        DeviceBuffer<float> out(int64_t{m} * rows);
+        out.poison();
+        SkinnyGemmLaunch launch;
+        launch.single_token_twin = false;
+        STATUS_OK(skinny_gemm_store(w.view, in.view, norm, out.ptr, DType::F32, rows, v, nullptr, launch));
+        const std::string cls = skinny_rounding_class(v.name());
+        auto [it, added] = first.try_emplace(cls, v.name(), out.download());
+        if (added) continue;
+        ++compared;
+        EXPECT_TRUE(bitwise_equal(it->second.second, out.download()))
+            << v.name() << " against " << it->second.first << " (class " << cls << "), " << rows << "x" << cols
+            << ", m=" << m;
+      }
+      if (clusters) EXPECT_GT(compared, 10);
+    }
   }
 }
 

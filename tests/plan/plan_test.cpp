@@ -48,6 +48,11 @@ std::map<std::string, std::string> variants(const Plan& p) {
   for (const DecodeGemmChoice& c : p.decode.gemm) out[std::string(plan_op_name(c.op))] = c.variant;
   return out;
 }
+std::map<std::string, std::string> single_token_variants(const Plan& p) {
+  std::map<std::string, std::string> out;
+  for (const DecodeGemmChoice& c : p.decode.gemm) out[std::string(plan_op_name(c.op))] = c.single_token_variant;
+  return out;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Rules
@@ -57,13 +62,17 @@ TEST(PlanRules, Llama8BOnHopper) {
     SCOPED_TRACE(gpu);
     const Plan p = rule_plan(llama_8b(), gpu);
     // Measured on H200: the CTA pipeline, K split across a cluster until >= 2.5 CTAs per SM (qkv 2.9
-    // row tiles per SM: 4; o and down 1.9: 8; gate_up 13.6 and the LM head, 128256 rows: none).
+    // row tiles per SM: 4; o and down 1.9: 8); gate_up 13.6 and the LM head, 128256 rows: 2, with
+    // 8 one-tile warps for a single token.
     const std::map<std::string, std::string> want = {{"qkv", "rt1_w4_k4_cta"},
                                                      {"o", "rt1_w4_k8_cta"},
-                                                     {"gate_up", "rt1_w4_cta"},
+                                                     {"gate_up", "rt2_w4_k2_cta"},
                                                      {"down", "rt1_w4_k8_cta"},
-                                                     {"lm_head", "rt1_w4_cta"}};
+                                                     {"lm_head", "rt2_w4_k2_cta"}};
     EXPECT_EQ(variants(p), want);
+    std::map<std::string, std::string> want_one = want;
+    want_one["gate_up"] = want_one["lm_head"] = "rt1_w8_k2_cta";
+    EXPECT_EQ(single_token_variants(p), want_one);
     EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).rows, 6144);
     EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).cols, 4096);
     EXPECT_EQ(p.decode_gemm(PlanOp::GateUp).rows, 28672);
@@ -89,7 +98,7 @@ TEST(PlanRules, Llama1BOnHopper) {
                                                    {"o", "rt1_w4_k8_cta"},
                                                    {"gate_up", "rt1_w4_k2_cta"},
                                                    {"down", "rt1_w4_k8_cta"},
-                                                   {"lm_head", "rt1_w4_cta"}};
+                                                   {"lm_head", "rt2_w4_k2_cta"}};
   EXPECT_EQ(variants(p), want);
   EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).rows, 3072);
   EXPECT_EQ(p.prefill.attention_kernel, "mma_r32_k64");  // head_dim 64
@@ -112,7 +121,8 @@ TEST(PlanRules, AmpereGetsKnownVariantsCarriedOver) {
 
 TEST(PlanRules, TableIsKeyedByShapeBucket) {
   const GpuIdentity h200 = gpu_preset("h200");
-  EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 13.6, h200).choice, "rt1_w4_cta");
+  EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 13.6, h200).choice, "rt2_w4_k2_cta");
+  EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 13.6, h200).single_token, "rt1_w8_k2_cta");
   EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 7.8, h200).choice, "rt1_w4_k2_cta");
   EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 2.9, h200).choice, "rt1_w4_k4_cta");
   EXPECT_EQ(find_plan_rule(PlanOp::O, DType::F16, 1.9, h200).choice, "rt1_w4_k8_cta");
@@ -139,6 +149,36 @@ TEST(PlanRules, EveryRuleChoiceIsAName) {
       }
     }
   }
+}
+
+// One token may run another variant than more tokens only within one rounding class.
+TEST(PlanRules, SingleTokenVariantsRoundLikeTheirChoice) {
+  int rows_with_one = 0;
+  for (const PlanRule& r : plan_rules()) {
+    if (r.single_token.empty()) continue;
+    ++rows_with_one;
+    EXPECT_EQ(skinny_rounding_class(r.single_token), skinny_rounding_class(r.choice)) << r.choice;
+  }
+  EXPECT_GT(rows_with_one, 0);
+  for (const char* gpu : {"h200", "a100", "l40s"})
+    for (const DecodeGemmChoice& c : rule_plan(llama_8b(), gpu).decode.gemm)
+      EXPECT_EQ(skinny_rounding_class(c.single_token_variant), skinny_rounding_class(c.variant)) << gpu;
+}
+
+TEST(PlanRules, RoundingClassesFollowTheKSplit) {
+  // The CTA pipeline: the cluster's K split, whatever the row tiles and warps.
+  EXPECT_EQ(skinny_rounding_class("rt1_w4_cta"), "k1");
+  EXPECT_EQ(skinny_rounding_class("rt1_w8_k2_cta"), "k2");
+  EXPECT_EQ(skinny_rounding_class("rt2_w4_k2_cta"), "k2");
+  EXPECT_EQ(skinny_rounding_class("rt4_w4_k8_cta"), "k8");
+  // The warp pipeline without a cluster split: its warps take the pieces a cluster of that size would.
+  EXPECT_EQ(skinny_rounding_class("rt1_w4"), "k4");
+  EXPECT_EQ(skinny_rounding_class("rt4_w8"), "k8");
+  // ... and with one, the sums of each CTA's warps: a class of its own.
+  EXPECT_EQ(skinny_rounding_class("rt2_w4_k2"), "k2x4");
+  EXPECT_EQ(skinny_rounding_class("rt1_w8_k8"), "k8x8");
+  for (std::string_view name : skinny_gemm_variant_names()) EXPECT_FALSE(skinny_rounding_class(name).empty());
+  expect_error([] { skinny_rounding_class("rt9_w9"); }, {"'rt9_w9' is not a decode GEMM variant"});
 }
 
 TEST(PlanRules, OtherHeadDimsUseTheFallback) {
@@ -181,6 +221,7 @@ TEST(PlanBuckets, DecodeChoicesAreTheSameForEveryBucket) {
     // The variants and the split do not depend on the batch limit, so not on any bucket either:
     // the buckets hold no kernel choice at all, only the graph size and launch grids.
     EXPECT_EQ(variants(p), variants(full));
+    EXPECT_EQ(single_token_variants(p), single_token_variants(full));
     EXPECT_EQ(p.decode.attention.split_tokens, full.decode.attention.split_tokens);
     std::vector<int> batches;
     for (const DecodeBucket& b : p.decode.buckets) {
@@ -252,6 +293,10 @@ TEST(PlanJson, RoundTripIsExact) {
     EXPECT_EQ(back, p);
     EXPECT_EQ(plan_to_json(back), j);
   }
+  // Plans written before per-bucket variants have no single_token_variant: one variant for all.
+  json old = plan_to_json(rule_plan(llama_8b()));
+  old["decode"]["gemm"]["gate_up"].erase("single_token_variant");
+  EXPECT_EQ(plan_from_json(old, "old plan").decode_gemm(PlanOp::GateUp).single_token_variant, "rt2_w4_k2_cta");
   test::TempDir dir;
   const Plan p = with_fake_timings(rule_plan(llama_1b()));
   save_plan_file(p, dir.file("plan.json"));
@@ -266,6 +311,9 @@ TEST(PlanText, ShowsChoicesBucketsAndMeasurements) {
   const std::string tuned = render_plan(with_fake_timings(rule_plan(llama_8b())));
   EXPECT_THAT(tuned, HasSubstr("measured qkv"));
   EXPECT_THAT(tuned, HasSubstr("rt1_w4_k4_cta *"));  // the chosen variant is marked
+  EXPECT_THAT(tuned, HasSubstr("rt2_w4_k2_cta *m>1"));  // and where one token runs another
+  EXPECT_THAT(tuned, HasSubstr("rt1_w8_k2_cta *m=1"));
+  EXPECT_THAT(rules, HasSubstr("one token"));
   EXPECT_THAT(tuned, HasSubstr("1x512"));        // an attention case
   EXPECT_THAT(tuned, HasSubstr("256 *"));        // the chosen split
   EXPECT_THAT(render_plan_rules(), HasSubstr("decode_split"));
@@ -420,6 +468,13 @@ TEST_F(PlanFile, UnknownNames) {
 
 TEST_F(PlanFile, InconsistentEdits) {
   json j = good_;
+  j["decode"]["gemm"]["gate_up"]["single_token_variant"] = "rt1_w4_cta";
+  expect_load_error(j, {"decode.gemm.gate_up: the single-token variant rt1_w4_cta (rounding class k1) rounds "
+                        "differently from rt2_w4_k2_cta (class k2)", "depend on the batch size"});
+  j = good_;
+  j["decode"]["gemm"]["o"]["single_token_variant"] = "rt1_w8";  // the twin of rt1_w4_k8_cta: accepted
+  EXPECT_EQ(plan_from_json(j, "test").decode_gemm(PlanOp::O).single_token_variant, "rt1_w8");
+  j = good_;
   j["model"]["hidden_size"] = 2048;
   expect_load_error(j, {"does not match the shapes and dtype", "edited by hand"});
   j = good_;

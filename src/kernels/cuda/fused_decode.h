@@ -31,11 +31,13 @@ struct FusedDecodeLayer {
   void* v_cache = nullptr;
 };
 
-// The skinny GEMM variant of each decode matrix, chosen once by the plan. A variant fixes the K
-// split and so the rounding: it must not change with the batch size (batch invariance).
+// The skinny GEMM variants of each decode matrix, chosen once by the plan.
 struct FusedDecodeVariants {
-  SkinnyGemmVariant qkv, o, gate_up, down, lm_head;
-  static FusedDecodeVariants all(SkinnyGemmVariant v) { return {v, v, v, v, v}; }
+  SkinnyGemmChoice qkv, o, gate_up, down, lm_head;
+  static FusedDecodeVariants all(SkinnyGemmVariant v) {
+    const SkinnyGemmChoice c = SkinnyGemmChoice::same(v);
+    return {c, c, c, c, c};
+  }
 };
 
 struct FusedDecodeModel {

@@ -72,6 +72,16 @@ struct SkinnyGemmVariant {
 // Every supported variant.
 std::vector<SkinnyGemmVariant> skinny_gemm_variants();
 
+// The variants of one decode matrix, chosen once by the plan: one for a single token and one for
+// more. A variant's K split fixes the rounding, so the two must round alike (the plan checks it,
+// with skinny_rounding_class in plan/plan.h) for a token's bits not to change with the batch size.
+struct SkinnyGemmChoice {
+  SkinnyGemmVariant variant;       // m >= 2
+  SkinnyGemmVariant single_token;  // m == 1
+  static SkinnyGemmChoice same(SkinnyGemmVariant v) { return {v, v}; }
+  const SkinnyGemmVariant& for_tokens(int m) const { return m == 1 ? single_token : variant; }
+};
+
 // Whether k_split > 1 and kCtaSplitRows can run here: the current device launches clusters and this
 // binary holds sm_90 code for it (a compute_80 PTX build, JIT-compiled on a newer GPU, has neither).
 bool skinny_gemm_clusters_supported();

@@ -37,8 +37,9 @@ SkinnyGemmVariant find_skinny_gemm_variant(std::string_view name) {
        "); make the plan again with this build (`fuselm tune` or `fuselm plan --json`)");
 }
 
-SkinnyGemmVariant plan_skinny_gemm_variant(const Plan& plan, PlanOp op) {
-  return find_skinny_gemm_variant(plan.decode_gemm(op).variant);
+SkinnyGemmChoice plan_skinny_gemm_choice(const Plan& plan, PlanOp op) {
+  const DecodeGemmChoice& c = plan.decode_gemm(op);
+  return {find_skinny_gemm_variant(c.variant), find_skinny_gemm_variant(c.single_token_variant)};
 }
 
 DecodeAttentionPlan plan_decode_attention(const Plan& plan, int max_seq_len) {

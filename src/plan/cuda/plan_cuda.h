@@ -17,8 +17,8 @@ GpuIdentity gpu_identity(const cudaDeviceProp& prop);
 // The variant of skinny_gemm_variants() called `name`; throws Error listing the variants there are.
 SkinnyGemmVariant find_skinny_gemm_variant(std::string_view name);
 
-// The decode GEMM variant `plan` gives `op` (one of kDecodeGemmOps), resolved.
-SkinnyGemmVariant plan_skinny_gemm_variant(const Plan& plan, PlanOp op);
+// The decode GEMM variants `plan` gives `op` (one of kDecodeGemmOps), resolved.
+SkinnyGemmChoice plan_skinny_gemm_choice(const Plan& plan, PlanOp op);
 
 // decode_attention's plan for sequences of up to `max_seq_len` positions, split as `plan` says.
 DecodeAttentionPlan plan_decode_attention(const Plan& plan, int max_seq_len);

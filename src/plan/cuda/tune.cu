@@ -128,7 +128,8 @@ std::string us_text(double us) {
 struct GemmResult {
   std::vector<int> measured_m;
   std::vector<GemmTiming> timings;
-  std::string winner;
+  std::string winner;               // for 2+ tokens
+  std::string single_token_winner;  // for one token, in the winner's rounding class
   std::string reason;
 };
 
@@ -182,14 +183,42 @@ GemmResult tune_gemm(PlanOp op, const Plan& plan, const TuneOptions& options, si
   }
   FUSELM_CHECK(!r.timings.empty(), "fuselm tune: no decode GEMM variant runs the ", plan_op_name(op), " matrix ", rows,
                "x", cols, " in ", dtype_name(dtype));
-  std::vector<const GemmTiming*> order;
-  for (const GemmTiming& t : r.timings) order.push_back(&t);
-  std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->total_us < b->total_us; });
-  r.winner = order[0]->variant;
-  r.reason = str_cat("fastest total over the decode buckets on this GPU: ", r.winner, " ", us_text(order[0]->total_us));
-  if (order.size() > 1)
-    r.reason += str_cat(", next ", order[1]->variant, " ", us_text(order[1]->total_us), " (+",
-                        static_cast<int>(std::lround(100.0 * (order[1]->total_us / order[0]->total_us - 1.0))), "%)");
+  // Per rounding class: the variant fastest for one token and the one fastest over the buckets of
+  // more; the class with the least total wins (within a class the bits are the same at every m).
+  const size_t at_one = std::find(r.measured_m.begin(), r.measured_m.end(), 1) - r.measured_m.begin();
+  FUSELM_CHECK(at_one < r.measured_m.size(), "fuselm tune: the decode buckets must include batch 1");
+  const bool more_than_one = r.measured_m.size() > 1;
+  struct ClassBest {
+    std::string name;
+    const GemmTiming* one = nullptr;   // least us at m = 1
+    const GemmTiming* more = nullptr;  // least total over the buckets of 2+ sequences
+    double total_us = 0;
+  };
+  auto rest = [&](const GemmTiming* t) { return t->total_us - t->us[at_one]; };  // bucket 1 is one launch
+  std::vector<ClassBest> classes;
+  for (const GemmTiming& t : r.timings) {
+    const std::string cls = skinny_rounding_class(t.variant);
+    auto it = std::find_if(classes.begin(), classes.end(), [&](const ClassBest& c) { return c.name == cls; });
+    if (it == classes.end()) it = classes.insert(classes.end(), ClassBest{cls, &t, &t});
+    if (t.us[at_one] < it->one->us[at_one]) it->one = &t;
+    if (rest(&t) < rest(it->more)) it->more = &t;
+  }
+  for (ClassBest& c : classes) {
+    if (!more_than_one) c.more = c.one;
+    c.total_us = c.one->us[at_one] + (more_than_one ? rest(c.more) : 0.0);
+  }
+  std::stable_sort(classes.begin(), classes.end(), [](const ClassBest& a, const ClassBest& b) { return a.total_us < b.total_us; });
+  auto describe = [](const ClassBest& c) {
+    return c.one == c.more ? str_cat("class ", c.name, " (", c.more->variant, ") ", us_text(c.total_us))
+                           : str_cat("class ", c.name, " (", c.more->variant, ", ", c.one->variant, " for one token) ",
+                                     us_text(c.total_us));
+  };
+  r.winner = classes[0].more->variant;
+  r.single_token_winner = classes[0].one->variant;
+  r.reason = str_cat("fastest total over the decode buckets on this GPU: ", describe(classes[0]));
+  if (classes.size() > 1)
+    r.reason += str_cat(", next ", describe(classes[1]), " (+",
+                        static_cast<int>(std::lround(100.0 * (classes[1].total_us / classes[0].total_us - 1.0))), "%)");
   if (log) log(str_cat(plan_op_name(op), " ", rows, "x", cols, ": ", r.reason, " (", copies, " weight copies)"));
   return r;
 }
@@ -326,6 +355,7 @@ Plan tune_plan(const ModelConfig& config, DType dtype, const PlanLimits& limits,
   for (DecodeGemmChoice& c : plan.decode.gemm) {
     GemmResult r = tune_gemm(c.op, plan, options, static_cast<size_t>(l2), stream.get(), log);
     c.variant = r.winner;
+    c.single_token_variant = r.single_token_winner;
     c.origin = {"tune", r.reason};
     c.measured_m = std::move(r.measured_m);
     c.timings = std::move(r.timings);

@@ -191,11 +191,11 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
   fused_unsupported_ = options.path == ExecutionPath::Fused ? fused_decode_unsupported_reason(config_, dtype_) : "";
   if (options.path == ExecutionPath::Fused && fused_unsupported_.empty()) {
     FusedDecodeVariants variants;
-    variants.qkv = plan_skinny_gemm_variant(kernel_plan_, PlanOp::Qkv);
-    variants.o = plan_skinny_gemm_variant(kernel_plan_, PlanOp::O);
-    variants.gate_up = plan_skinny_gemm_variant(kernel_plan_, PlanOp::GateUp);
-    variants.down = plan_skinny_gemm_variant(kernel_plan_, PlanOp::Down);
-    variants.lm_head = plan_skinny_gemm_variant(kernel_plan_, PlanOp::LmHead);
+    variants.qkv = plan_skinny_gemm_choice(kernel_plan_, PlanOp::Qkv);
+    variants.o = plan_skinny_gemm_choice(kernel_plan_, PlanOp::O);
+    variants.gate_up = plan_skinny_gemm_choice(kernel_plan_, PlanOp::GateUp);
+    variants.down = plan_skinny_gemm_choice(kernel_plan_, PlanOp::Down);
+    variants.lm_head = plan_skinny_gemm_choice(kernel_plan_, PlanOp::LmHead);
     // The plan's buckets up to this engine's batch limit, which closes the list.
     std::vector<int> buckets;
     for (const DecodeBucket& b : kernel_plan_.decode.buckets)
