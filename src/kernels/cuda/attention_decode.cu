@@ -60,7 +60,10 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
 
   // The next kernel (the combine) may launch at once: it waits for this grid before its reads.
   allow_next_grid();
-  wait_for_previous_grid();  // q, K and V come from the previous kernel
+  // The lengths and block tables are step inputs the host wrote before the step, and every cached
+  // position but the newest was written by earlier steps: only q and the newest K/V row come from
+  // the previous kernel (the QKV projection). So the K/V stages of the prologue are issued before
+  // waiting for it, and overlap its tail; q and the newest row follow the wait.
   const int seq = blockIdx.z;
   const int kv_head = blockIdx.y / head_tiles;
   const int head_tile = blockIdx.y % head_tiles;
@@ -82,20 +85,29 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   const int n_steps = (split_end - split_begin + Cfg::kKeys - 1) / Cfg::kKeys;
   const int32_t* block_table = block_tables + static_cast<int64_t>(seq) * max_blocks_per_seq;
   const int block_shift = __ffs(layout.block_size) - 1;
+  const int newest = kv_len - 1;
 
   const uint32_t q_tile = smem_addr(smem);
   auto k_tile = [&](int stage) { return q_tile + Cfg::kQTileBytes + stage * 2 * Cfg::kKvTileBytes; };
   auto v_tile = [&](int stage) { return k_tile(stage) + Cfg::kKvTileBytes; };
-  auto load_kv = [&](int step, int stage) {
+  auto load_kv = [&](int step, int stage, int skip) {
     const int first = split_begin + step * Cfg::kKeys;
     load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(k_tile(stage), k_pool, layout, block_table, block_shift, kv_head,
-                                                      first, split_end, tid);
+                                                      first, split_end, tid, skip);
     load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(v_tile(stage), v_pool, layout, block_table, block_shift, kv_head,
-                                                      first, split_end, tid);
+                                                      first, split_end, tid, skip);
   };
 
-  // Prologue: the group's query vectors (contiguous in q; rows past the group zero-filled) with
-  // the first K/V stage as commit group 0, then stages 1 .. STAGES-2 as one group each.
+  // Prologue: K/V stages 0 .. STAGES-2 as one commit group each, without the newest row; then,
+  // after the wait, one more group with the group's query vectors (contiguous in q; rows past the
+  // group zero-filled) and the newest row if one of those stages holds it.
+#pragma unroll
+  for (int stage = 0; stage < STAGES - 1; ++stage) {
+    // Empty groups past the split keep the group count, and so the waits below, uniform.
+    if (stage < n_steps) load_kv(stage, stage, newest);
+    cp_async_commit();
+  }
+  wait_for_previous_grid();
   static_assert((Cfg::kRows * kChunks) % Cfg::kThreads == 0, "Q chunks must split evenly over the threads");
 #pragma unroll
   for (int i = 0; i < Cfg::kRows * kChunks / Cfg::kThreads; ++i) {
@@ -106,12 +118,15 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     const uint16_t* src = valid ? q + (static_cast<int64_t>(seq) * n_heads + head0 + r) * HEAD_DIM + chunk * 8 : q;
     cp_async_16(q_tile + SwizzledTile<HEAD_DIM>::offset(r, chunk), src, valid);
   }
-#pragma unroll
-  for (int stage = 0; stage < STAGES - 1; ++stage) {
-    // Empty groups past the split keep the group count, and so the wait below, uniform.
-    if (stage < n_steps) load_kv(stage, stage);
-    cp_async_commit();
+  if (newest >= split_begin && newest < split_end) {
+    const int newest_step = (newest - split_begin) / Cfg::kKeys;
+    if (newest_step < STAGES - 1) {
+      const int first = split_begin + newest_step * Cfg::kKeys;
+      load_kv_row<HEAD_DIM>(k_tile(newest_step), k_pool, layout, block_table, block_shift, kv_head, first, newest, tid);
+      load_kv_row<HEAD_DIM>(v_tile(newest_step), v_pool, layout, block_table, block_shift, kv_head, first, newest, tid);
+    }
   }
+  cp_async_commit();
 
   const int last_visible[1][2] = {{split_end - 1, split_end - 1}};
   WarpState<HEAD_DIM, 1> st;
@@ -119,14 +134,18 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   QOperand<HEAD_DIM, 1, true> q_operand;
 
   for (int step = 0; step < n_steps; ++step) {
-    // Groups 0..step are complete once at most STAGES-2 newer ones are pending. After the barrier
-    // stage step % STAGES is visible to all, and no warp still reads stage (step-1) % STAGES,
-    // which the prefetch below overwrites.
-    cp_async_wait<STAGES - 2>();
+    // Step 0 needs the whole prologue (q came last). Later, the group of stage `step` is complete
+    // once at most STAGES-2 newer ones are pending. After the barrier stage step % STAGES is
+    // visible to all, and no warp still reads stage (step-1) % STAGES, which the prefetch below
+    // overwrites.
+    if (step == 0)
+      cp_async_wait<0>();
+    else
+      cp_async_wait<STAGES - 2>();
     __syncthreads();
     if (step == 0) q_operand.load(q_tile, 0, lane);
     const int next = step + STAGES - 1;
-    if (next < n_steps) load_kv(next, next % STAGES);
+    if (next < n_steps) load_kv(next, next % STAGES, -1);
     cp_async_commit();
 
     const int stage = step % STAGES;
