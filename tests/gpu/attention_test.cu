@@ -69,7 +69,8 @@ using attention_detail::PrefillVariant;
 
 // Every instantiated variant is checked on the same inputs; the public launchers pick one.
 const std::vector<PrefillVariant> kPrefillVariants{{16, 64}, {32, 64}, {32, 32}};
-const std::vector<DecodeVariant> kDecodeVariants{{2}, {3}, {4}};
+// Stage counts, and CTAs that each take several of a sequence's splits (split_ctas 1 and 3): same bits.
+const std::vector<DecodeVariant> kDecodeVariants{{2}, {3}, {4}, {2, 1}, {4, 3}};
 
 std::string variant_str(const PrefillVariant& v) {
   return "rows_per_warp=" + std::to_string(v.rows_per_warp) + " keys_per_tile=" + std::to_string(v.keys_per_tile);
@@ -227,6 +228,10 @@ void check_decode(DType dtype, int head_dim, int n_kv_heads, int group, int bloc
   for (const DecodeVariant& variant : kDecodeVariants) {
     outs.push_back(run_decode(dtype, shape, block_size, plan, ptrs, q, rng, &variant));
     ASSERT_EQ(outs.back().size(), q.size());
+    // Every variant adds the same numbers in the same order: the bits may not change.
+    EXPECT_TRUE(outs.back() == outs.front())
+        << "stages " << variant.stages << ", split_ctas " << variant.split_ctas << " differ bitwise from stages "
+        << kDecodeVariants.front().stages << " (batch " << lens.size() << ", split " << split_tokens << ")";
   }
   for (size_t b = 0; b < lens.size(); ++b) {
     const std::vector<uint16_t> q_b(q.begin() + b * row, q.begin() + (b + 1) * row);
@@ -237,7 +242,8 @@ void check_decode(DType dtype, int head_dim, int n_kv_heads, int group, int bloc
                    "batch " + std::to_string(lens.size()) + ", sequence " + std::to_string(b) +
                        " (kv_len=" + std::to_string(lens[b]) + ", block_size=" + std::to_string(block_size) +
                        ", split_tokens=" + std::to_string(split_tokens) +
-                       ", stages=" + std::to_string(kDecodeVariants[v].stages) + ")");
+                       ", stages=" + std::to_string(kDecodeVariants[v].stages) +
+                       ", split_ctas=" + std::to_string(kDecodeVariants[v].split_ctas) + ")");
     }
   }
 }

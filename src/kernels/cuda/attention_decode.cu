@@ -13,6 +13,8 @@
 // Decode is memory-bound (each K/V byte feeds group * 4 FLOPs), so tensor cores are used for
 // their issue economy, not their rate: one mma replaces the 16-lane shuffle reductions a
 // CUDA-core dot product would need per (token, head).
+#include <algorithm>
+
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_generic.cuh"
 #include "kernels/cuda/attention_variants.h"
@@ -67,143 +69,145 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   const int seq = blockIdx.z;
   const int kv_head = blockIdx.y / head_tiles;
   const int head_tile = blockIdx.y % head_tiles;
-  const int split = blockIdx.x;
   const int kv_len = kv_lens[seq];
   if (kv_len <= 0 ||
       !decode_length_ok(kv_len, static_cast<int64_t>(max_blocks_per_seq) * layout.block_size, split_tokens, max_splits))
     return;
   const int n_splits = (kv_len + split_tokens - 1) / split_tokens;
-  if (split >= n_splits) return;
+  // A CTA takes splits blockIdx.x, + gridDim.x, ...: the same work per split whoever does it.
+  for (int split = blockIdx.x; split < n_splits; split += gridDim.x) {
+    if (split != blockIdx.x) __syncthreads();  // the previous split's merge reads are done
 
-  const int tid = threadIdx.x;
-  const int warp = tid / 32;
-  const int lane = tid % 32;
-  const int head0 = kv_head * group + head_tile * Cfg::kRows;
-  const int n_rows = min(Cfg::kRows, group - head_tile * Cfg::kRows);
-  const int split_begin = split * split_tokens;
-  const int split_end = min(kv_len, split_begin + split_tokens);
-  const int n_steps = (split_end - split_begin + Cfg::kKeys - 1) / Cfg::kKeys;
-  const int32_t* block_table = block_tables + static_cast<int64_t>(seq) * max_blocks_per_seq;
-  const int block_shift = __ffs(layout.block_size) - 1;
-  const int newest = kv_len - 1;
+    const int tid = threadIdx.x;
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+    const int head0 = kv_head * group + head_tile * Cfg::kRows;
+    const int n_rows = min(Cfg::kRows, group - head_tile * Cfg::kRows);
+    const int split_begin = split * split_tokens;
+    const int split_end = min(kv_len, split_begin + split_tokens);
+    const int n_steps = (split_end - split_begin + Cfg::kKeys - 1) / Cfg::kKeys;
+    const int32_t* block_table = block_tables + static_cast<int64_t>(seq) * max_blocks_per_seq;
+    const int block_shift = __ffs(layout.block_size) - 1;
+    const int newest = kv_len - 1;
 
-  const uint32_t q_tile = smem_addr(smem);
-  auto k_tile = [&](int stage) { return q_tile + Cfg::kQTileBytes + stage * 2 * Cfg::kKvTileBytes; };
-  auto v_tile = [&](int stage) { return k_tile(stage) + Cfg::kKvTileBytes; };
-  auto load_kv = [&](int step, int stage, int skip) {
-    const int first = split_begin + step * Cfg::kKeys;
-    load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(k_tile(stage), k_pool, layout, block_table, block_shift, kv_head,
-                                                      first, split_end, tid, skip);
-    load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(v_tile(stage), v_pool, layout, block_table, block_shift, kv_head,
-                                                      first, split_end, tid, skip);
-  };
+    const uint32_t q_tile = smem_addr(smem);
+    auto k_tile = [&](int stage) { return q_tile + Cfg::kQTileBytes + stage * 2 * Cfg::kKvTileBytes; };
+    auto v_tile = [&](int stage) { return k_tile(stage) + Cfg::kKvTileBytes; };
+    auto load_kv = [&](int step, int stage, int skip) {
+      const int first = split_begin + step * Cfg::kKeys;
+      load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(k_tile(stage), k_pool, layout, block_table, block_shift, kv_head,
+                                                        first, split_end, tid, skip);
+      load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(v_tile(stage), v_pool, layout, block_table, block_shift, kv_head,
+                                                        first, split_end, tid, skip);
+    };
 
-  // Prologue: K/V stages 0 .. STAGES-2 as one commit group each, without the newest row; then,
-  // after the wait, one more group with the group's query vectors (contiguous in q; rows past the
-  // group zero-filled) and the newest row if one of those stages holds it.
-#pragma unroll
-  for (int stage = 0; stage < STAGES - 1; ++stage) {
-    // Empty groups past the split keep the group count, and so the waits below, uniform.
-    if (stage < n_steps) load_kv(stage, stage, newest);
-    cp_async_commit();
-  }
-  wait_for_previous_grid();
-  static_assert((Cfg::kRows * kChunks) % Cfg::kThreads == 0, "Q chunks must split evenly over the threads");
-#pragma unroll
-  for (int i = 0; i < Cfg::kRows * kChunks / Cfg::kThreads; ++i) {
-    const int idx = tid + i * Cfg::kThreads;
-    const int r = idx / kChunks;
-    const int chunk = idx % kChunks;
-    const bool valid = r < n_rows;
-    const uint16_t* src = valid ? q + (static_cast<int64_t>(seq) * n_heads + head0 + r) * HEAD_DIM + chunk * 8 : q;
-    cp_async_16(q_tile + SwizzledTile<HEAD_DIM>::offset(r, chunk), src, valid);
-  }
-  if (newest >= split_begin && newest < split_end) {
-    const int newest_step = (newest - split_begin) / Cfg::kKeys;
-    if (newest_step < STAGES - 1) {
-      const int first = split_begin + newest_step * Cfg::kKeys;
-      load_kv_row<HEAD_DIM>(k_tile(newest_step), k_pool, layout, block_table, block_shift, kv_head, first, newest, tid);
-      load_kv_row<HEAD_DIM>(v_tile(newest_step), v_pool, layout, block_table, block_shift, kv_head, first, newest, tid);
+    // Prologue: K/V stages 0 .. STAGES-2 as one commit group each, without the newest row; then,
+    // after the wait, one more group with the group's query vectors (contiguous in q; rows past the
+    // group zero-filled) and the newest row if one of those stages holds it.
+  #pragma unroll
+    for (int stage = 0; stage < STAGES - 1; ++stage) {
+      // Empty groups past the split keep the group count, and so the waits below, uniform.
+      if (stage < n_steps) load_kv(stage, stage, newest);
+      cp_async_commit();
     }
-  }
-  cp_async_commit();
+    wait_for_previous_grid();
+    static_assert((Cfg::kRows * kChunks) % Cfg::kThreads == 0, "Q chunks must split evenly over the threads");
+  #pragma unroll
+    for (int i = 0; i < Cfg::kRows * kChunks / Cfg::kThreads; ++i) {
+      const int idx = tid + i * Cfg::kThreads;
+      const int r = idx / kChunks;
+      const int chunk = idx % kChunks;
+      const bool valid = r < n_rows;
+      const uint16_t* src = valid ? q + (static_cast<int64_t>(seq) * n_heads + head0 + r) * HEAD_DIM + chunk * 8 : q;
+      cp_async_16(q_tile + SwizzledTile<HEAD_DIM>::offset(r, chunk), src, valid);
+    }
+    if (newest >= split_begin && newest < split_end) {
+      const int newest_step = (newest - split_begin) / Cfg::kKeys;
+      if (newest_step < STAGES - 1) {
+        const int first = split_begin + newest_step * Cfg::kKeys;
+        load_kv_row<HEAD_DIM>(k_tile(newest_step), k_pool, layout, block_table, block_shift, kv_head, first, newest, tid);
+        load_kv_row<HEAD_DIM>(v_tile(newest_step), v_pool, layout, block_table, block_shift, kv_head, first, newest, tid);
+      }
+    }
+    cp_async_commit();
 
-  const int last_visible[1][2] = {{split_end - 1, split_end - 1}};
-  WarpState<HEAD_DIM, 1> st;
-  st.init();
-  QOperand<HEAD_DIM, 1, true> q_operand;
+    const int last_visible[1][2] = {{split_end - 1, split_end - 1}};
+    WarpState<HEAD_DIM, 1> st;
+    st.init();
+    QOperand<HEAD_DIM, 1, true> q_operand;
 
-  for (int step = 0; step < n_steps; ++step) {
-    // Step 0 needs the whole prologue (q came last). Later, the group of stage `step` is complete
-    // once at most STAGES-2 newer ones are pending. After the barrier stage step % STAGES is
-    // visible to all, and no warp still reads stage (step-1) % STAGES, which the prefetch below
-    // overwrites.
-    if (step == 0)
-      cp_async_wait<0>();
-    else
-      cp_async_wait<STAGES - 2>();
+    for (int step = 0; step < n_steps; ++step) {
+      // Step 0 needs the whole prologue (q came last). Later, the group of stage `step` is complete
+      // once at most STAGES-2 newer ones are pending. After the barrier stage step % STAGES is
+      // visible to all, and no warp still reads stage (step-1) % STAGES, which the prefetch below
+      // overwrites.
+      if (step == 0)
+        cp_async_wait<0>();
+      else
+        cp_async_wait<STAGES - 2>();
+      __syncthreads();
+      if (step == 0) q_operand.load(q_tile, 0, lane);
+      const int next = step + STAGES - 1;
+      if (next < n_steps) load_kv(next, next % STAGES, -1);
+      cp_async_commit();
+
+      const int stage = step % STAGES;
+      const int key_pos0 = split_begin + step * Cfg::kKeys + warp * 16;
+      if (key_pos0 >= split_end) continue;
+      warp_attend<T, HEAD_DIM, 16>(st, q_operand, k_tile(stage), v_tile(stage), warp * 16, key_pos0, last_visible,
+                                   key_pos0 + 15 >= split_end, scale_log2, lane);
+    }
+
+    // Merge the four warps' states in warp order. The barrier also retires every read of the K/V
+    // stages, which the merge area overwrites.
+    cp_async_wait<0>();
     __syncthreads();
-    if (step == 0) q_operand.load(q_tile, 0, lane);
-    const int next = step + STAGES - 1;
-    if (next < n_steps) load_kv(next, next % STAGES, -1);
-    cp_async_commit();
-
-    const int stage = step % STAGES;
-    const int key_pos0 = split_begin + step * Cfg::kKeys + warp * 16;
-    if (key_pos0 >= split_end) continue;
-    warp_attend<T, HEAD_DIM, 16>(st, q_operand, k_tile(stage), v_tile(stage), warp * 16, key_pos0, last_visible,
-                                 key_pos0 + 15 >= split_end, scale_log2, lane);
-  }
-
-  // Merge the four warps' states in warp order. The barrier also retires every read of the K/V
-  // stages, which the merge area overwrites.
-  cp_async_wait<0>();
-  __syncthreads();
-  float* merge_o = reinterpret_cast<float*>(smem + Cfg::kQTileBytes);           // [warp][row][kMergeStride]
-  float* merge_stats = merge_o + Cfg::kWarps * Cfg::kRows * Cfg::kMergeStride;  // [warp][row][max, sum]
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = lane / 4 + 8 * r;
-    const float sum = quad_sum(st.row_sum[0][r]);
-    if ((lane & 3) == 0) {
-      merge_stats[(warp * Cfg::kRows + row) * 2 + 0] = st.row_max[0][r];
-      merge_stats[(warp * Cfg::kRows + row) * 2 + 1] = sum;
+    float* merge_o = reinterpret_cast<float*>(smem + Cfg::kQTileBytes);           // [warp][row][kMergeStride]
+    float* merge_stats = merge_o + Cfg::kWarps * Cfg::kRows * Cfg::kMergeStride;  // [warp][row][max, sum]
+  #pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = lane / 4 + 8 * r;
+      const float sum = quad_sum(st.row_sum[0][r]);
+      if ((lane & 3) == 0) {
+        merge_stats[(warp * Cfg::kRows + row) * 2 + 0] = st.row_max[0][r];
+        merge_stats[(warp * Cfg::kRows + row) * 2 + 1] = sum;
+      }
+      float* dst = merge_o + (warp * Cfg::kRows + row) * Cfg::kMergeStride + 2 * (lane & 3);
+  #pragma unroll
+      for (int n = 0; n < HEAD_DIM / 8; ++n)
+        *reinterpret_cast<float2*>(dst + n * 8) = make_float2(st.o[0][n][2 * r], st.o[0][n][2 * r + 1]);
     }
-    float* dst = merge_o + (warp * Cfg::kRows + row) * Cfg::kMergeStride + 2 * (lane & 3);
-#pragma unroll
-    for (int n = 0; n < HEAD_DIM / 8; ++n)
-      *reinterpret_cast<float2*>(dst + n * 8) = make_float2(st.o[0][n][2 * r], st.o[0][n][2 * r + 1]);
-  }
-  __syncthreads();
+    __syncthreads();
 
-  constexpr int kQuads = HEAD_DIM / 4;  // float4 groups per row
-  for (int idx = tid; idx < Cfg::kRows * kQuads; idx += Cfg::kThreads) {
-    const int row = idx / kQuads;
-    const int d = (idx % kQuads) * 4;
-    if (row >= n_rows) continue;
-    // Warp 0 always holds the split's first key, so the merged max is finite.
-    float merged_max = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < Cfg::kWarps; ++w) merged_max = fmaxf(merged_max, merge_stats[(w * Cfg::kRows + row) * 2]);
-    float sum = 0.0f;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-    for (int w = 0; w < Cfg::kWarps; ++w) {
-      // A warp that saw no visible key has max -inf and weight exp2(-inf) = 0.
-      const float weight = exp2f(merge_stats[(w * Cfg::kRows + row) * 2] - merged_max);
-      sum += merge_stats[(w * Cfg::kRows + row) * 2 + 1] * weight;
-      const float4 o = *reinterpret_cast<const float4*>(merge_o + (w * Cfg::kRows + row) * Cfg::kMergeStride + d);
-      acc.x += o.x * weight;
-      acc.y += o.y * weight;
-      acc.z += o.z * weight;
-      acc.w += o.w * weight;
+    constexpr int kQuads = HEAD_DIM / 4;  // float4 groups per row
+    for (int idx = tid; idx < Cfg::kRows * kQuads; idx += Cfg::kThreads) {
+      const int row = idx / kQuads;
+      const int d = (idx % kQuads) * 4;
+      if (row >= n_rows) continue;
+      // Warp 0 always holds the split's first key, so the merged max is finite.
+      float merged_max = -INFINITY;
+  #pragma unroll
+      for (int w = 0; w < Cfg::kWarps; ++w) merged_max = fmaxf(merged_max, merge_stats[(w * Cfg::kRows + row) * 2]);
+      float sum = 0.0f;
+      float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  #pragma unroll
+      for (int w = 0; w < Cfg::kWarps; ++w) {
+        // A warp that saw no visible key has max -inf and weight exp2(-inf) = 0.
+        const float weight = exp2f(merge_stats[(w * Cfg::kRows + row) * 2] - merged_max);
+        sum += merge_stats[(w * Cfg::kRows + row) * 2 + 1] * weight;
+        const float4 o = *reinterpret_cast<const float4*>(merge_o + (w * Cfg::kRows + row) * Cfg::kMergeStride + d);
+        acc.x += o.x * weight;
+        acc.y += o.y * weight;
+        acc.z += o.z * weight;
+        acc.w += o.w * weight;
+      }
+      const float inv_sum = 1.0f / sum;
+      const int64_t slot = (static_cast<int64_t>(seq) * n_heads + head0 + row) * max_splits + split;
+      *reinterpret_cast<float4*>(partial_out + slot * HEAD_DIM + d) =
+          make_float4(acc.x * inv_sum, acc.y * inv_sum, acc.z * inv_sum, acc.w * inv_sum);
+      if (d == 0) partial_lse[slot] = merged_max + log2f(sum);
     }
-    const float inv_sum = 1.0f / sum;
-    const int64_t slot = (static_cast<int64_t>(seq) * n_heads + head0 + row) * max_splits + split;
-    *reinterpret_cast<float4*>(partial_out + slot * HEAD_DIM + d) =
-        make_float4(acc.x * inv_sum, acc.y * inv_sum, acc.z * inv_sum, acc.w * inv_sum);
-    if (d == 0) partial_lse[slot] = merged_max + log2f(sum);
-  }
+  }  // splits
 }
 
 // out = sum_s 2^lse_s * partial_s / sum_s 2^lse_s over a sequence's splits, in split order.
@@ -275,7 +279,12 @@ DecodeVariant choose_decode_variant(int head_dim, int batch, int n_kv_heads, int
   const int four_stage_smem = head_dim == 64 ? DecodeConfig<64, 4>::kSmemBytes : DecodeConfig<128, 4>::kSmemBytes;
   const int64_t ctas_per_split = static_cast<int64_t>(batch) * n_kv_heads;
   const bool deep = ctas_per_split * 4 <= sm_count && four_stage_smem <= max_smem_per_block;
-  return DecodeVariant{deep ? 4 : 2};
+  // About one wave of working CTAs when the sequences are long, at least two per sequence and head
+  // group: a graph is sized for the longest sequence the plan allows, so for short ones most of
+  // its split slots are empty, and their CTAs still cost a launch each.
+  const int split_ctas =
+      sm_count > 0 ? static_cast<int>(std::max<int64_t>(2, (sm_count + ctas_per_split - 1) / ctas_per_split)) : 0;
+  return DecodeVariant{deep ? 4 : 2, split_ctas};
 }
 
 Status decode_attention_variant(const DecodeVariant& variant, const void* q, void* out, DType dtype,
@@ -317,7 +326,9 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
         auto split_kernel = decode_split_kernel<T, kHeadDim, kStages>;
         FUSELM_CUDA_RETURN(
             cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
-        const dim3 split_grid(static_cast<unsigned>(plan.max_splits_per_seq),
+        const int split_ctas = variant.split_ctas > 0 ? std::min(variant.split_ctas, plan.max_splits_per_seq)
+                                                      : plan.max_splits_per_seq;
+        const dim3 split_grid(static_cast<unsigned>(split_ctas),
                               static_cast<unsigned>(shape.n_kv_heads * head_tiles), static_cast<unsigned>(batch));
         FUSELM_CUDA_RETURN(launch_kernel(
             split_kernel, split_grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, pdl,
