@@ -279,12 +279,12 @@ DecodeVariant choose_decode_variant(int head_dim, int batch, int n_kv_heads, int
   const int four_stage_smem = head_dim == 64 ? DecodeConfig<64, 4>::kSmemBytes : DecodeConfig<128, 4>::kSmemBytes;
   const int64_t ctas_per_split = static_cast<int64_t>(batch) * n_kv_heads;
   const bool deep = ctas_per_split * 4 <= sm_count && four_stage_smem <= max_smem_per_block;
-  // About one wave of working CTAs when the sequences are long, at least two per sequence and head
-  // group: a graph is sized for the longest sequence the plan allows, so for short ones most of
-  // its split slots are empty, and their CTAs still cost a launch each.
-  const int split_ctas =
-      sm_count > 0 ? static_cast<int>(std::max<int64_t>(2, (sm_count + ctas_per_split - 1) / ctas_per_split)) : 0;
-  return DecodeVariant{deep ? 4 : 2, split_ctas};
+  // One CTA per split slot (split_ctas 0). A graph is sized for the longest sequence the plan
+  // allows, so for short sequences most slots are empty, and their CTAs still cost a launch each;
+  // fewer CTAs that each take several splits (split_ctas > 0, same bits) would spare that. It is
+  // built and in the bitwise tests, but has not run on a GPU yet, so it stays off
+  // (docs/kernels/attention.md).
+  return DecodeVariant{deep ? 4 : 2};
 }
 
 Status decode_attention_variant(const DecodeVariant& variant, const void* q, void* out, DType dtype,
