@@ -130,7 +130,7 @@ struct PlanRule {
   RuleRange sm_count{0, kUnbounded};
   RuleRange memory_gib{0, kUnbounded};
   std::string_view choice;                  // variant or kernel name, or a number of tokens
-  std::string_view single_token;            // decode GEMMs: the variant for one-token launches; empty = choice
+  std::string_view single_token{};          // decode GEMMs: the variant for one-token launches; empty = choice
   std::string_view evidence;                // the measurement (or the reasoning) behind the row
 };
 std::span<const PlanRule> plan_rules();

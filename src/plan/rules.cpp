@@ -40,12 +40,14 @@ constexpr PlanRule kRules[] = {
     {.ops = kDecodeGemms, .shape = {5, 10}, .sm = kHopper, .choice = "rt1_w4_k2_cta",
      .evidence = "H200 bf16, 1B gate_up 16384x2048 (7.8 row tiles/SM): 23.0 us at m=1, 23.4 us at m=16 "
                  "(bench/results/h200-skinny-gemm-lab3.txt)"},
-    {.ops = kDecodeGemms, .shape = {2.5, 5}, .sm = kHopper, .choice = "rt1_w4_k4_cta",
-     .evidence = "H200 bf16, 8B qkv 6144x4096 (2.9 row tiles/SM): 18.3 us at m=1, 20.5 us at m=16 "
-                 "(bench/results/h200-skinny-gemm-lab3.txt)"},
-    {.ops = kDecodeGemms, .shape = {0, 2.5}, .sm = kHopper, .choice = "rt1_w4_k8_cta",
+    // One token on the warp-pipeline twin of the k4 / k8 CTA variants (docs/kernels/skinny_gemm.md).
+    {.ops = kDecodeGemms, .shape = {2.5, 5}, .sm = kHopper, .choice = "rt1_w4_k4_cta", .single_token = "rt1_w4",
+     .evidence = "H200 bf16, 8B qkv 6144x4096 (2.9 row tiles/SM): 18.3 us at m=1, 20.5 us at m=16; one token "
+                 "on rt1_w4 16.6 against 19.4 us with PDL (bench/results/h200-skinny-gemm-lab3.txt)"},
+    {.ops = kDecodeGemms, .shape = {0, 2.5}, .sm = kHopper, .choice = "rt1_w4_k8_cta", .single_token = "rt1_w8",
      .evidence = "H200 bf16, 8B o 4096x4096 and down 4096x14336 (1.9 row tiles/SM): 12.8/13.3 and 37.6/37.1 us "
-                 "at m=1/16 (bench/results/h200-skinny-gemm-lab3.txt)"},
+                 "at m=1/16; one token on rt1_w8 10.7 and 32.1 against 13.4 and 37.6 us with PDL "
+                 "(bench/results/h200-skinny-gemm-lab3.txt)"},
     // Elsewhere (no clusters, or not measured): the warp pipeline without K split.
     {.ops = kDecodeGemms, .shape = {8, kUnbounded}, .sm = kAmpereOrNewer, .choice = "rt4_w8",
      .evidence = "not measured on this architecture: without clusters, 4 row tiles per CTA for large matrices "

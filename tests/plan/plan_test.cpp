@@ -70,8 +70,12 @@ TEST(PlanRules, Llama8BOnHopper) {
                                                      {"down", "rt1_w4_k8_cta"},
                                                      {"lm_head", "rt2_w4_k2_cta"}};
     EXPECT_EQ(variants(p), want);
-    std::map<std::string, std::string> want_one = want;
-    want_one["gate_up"] = want_one["lm_head"] = "rt1_w8_k2_cta";
+    // One token: the warp-pipeline twins of the k4/k8 variants, 8 one-tile warps in the k2 class.
+    std::map<std::string, std::string> want_one = {{"qkv", "rt1_w4"},
+                                                   {"o", "rt1_w8"},
+                                                   {"gate_up", "rt1_w8_k2_cta"},
+                                                   {"down", "rt1_w8"},
+                                                   {"lm_head", "rt1_w8_k2_cta"}};
     EXPECT_EQ(single_token_variants(p), want_one);
     EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).rows, 6144);
     EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).cols, 4096);
@@ -100,6 +104,7 @@ TEST(PlanRules, Llama1BOnHopper) {
                                                    {"down", "rt1_w4_k8_cta"},
                                                    {"lm_head", "rt2_w4_k2_cta"}};
   EXPECT_EQ(variants(p), want);
+  EXPECT_EQ(single_token_variants(p).at("qkv"), "rt1_w8");
   EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).rows, 3072);
   EXPECT_EQ(p.prefill.attention_kernel, "mma_r32_k64");  // head_dim 64
   EXPECT_EQ(p.decode.attention.kernel, "mma");
@@ -472,8 +477,8 @@ TEST_F(PlanFile, InconsistentEdits) {
   expect_load_error(j, {"decode.gemm.gate_up: the single-token variant rt1_w4_cta (rounding class k1) rounds "
                         "differently from rt2_w4_k2_cta (class k2)", "depend on the batch size"});
   j = good_;
-  j["decode"]["gemm"]["o"]["single_token_variant"] = "rt1_w8";  // the twin of rt1_w4_k8_cta: accepted
-  EXPECT_EQ(plan_from_json(j, "test").decode_gemm(PlanOp::O).single_token_variant, "rt1_w8");
+  j["decode"]["gemm"]["o"]["single_token_variant"] = "rt2_w8_k8_cta";  // the same class as rt1_w4_k8_cta
+  EXPECT_EQ(plan_from_json(j, "test").decode_gemm(PlanOp::O).single_token_variant, "rt2_w8_k8_cta");
   j = good_;
   j["model"]["hidden_size"] = 2048;
   expect_load_error(j, {"does not match the shapes and dtype", "edited by hand"});

@@ -812,19 +812,6 @@ Status launch_variant(const PackedWeight& w, const SkinnyInput& in, const Skinny
   }
 }
 
-// A single token through a CTA-pipeline variant whose cluster splits K into 4 or 8 runs on the warp
-// pipeline with that many warps instead (one row tile per CTA): the K pieces are the same
-// (ceil(k_tiles / k_split) k-tiles each), each piece is accumulated k-tile by k-tile from zero in
-// both, and the pieces are added in the same order (warp 0 + warp 1 + ... there, rank 0 + rank 1 +
-// ... here), so the bits are the same; the warp pipeline is 15-25% faster at m = 1
-// (docs/kernels/skinny_gemm.md), the CTA pipeline far faster at m = 16.
-SkinnyGemmVariant single_token_twin(const SkinnyGemmVariant& v) {
-  const int shape = v.row_tiles * 100 + v.warps;
-  const bool cta_shape = shape == 104 || shape == 108 || shape == 204 || shape == 208 || shape == 404;
-  if (v.pipeline != SkinnyPipeline::kCtaSplitRows || !cta_shape || (v.k_split != 4 && v.k_split != 8)) return v;
-  return SkinnyGemmVariant{1, v.k_split, 1, SkinnyPipeline::kWarpSplitK};
-}
-
 // The one dispatch point for dtype and token-tile count.
 template <class Epilogue>
 Status launch(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm, const Epilogue& epi,
@@ -853,6 +840,19 @@ Status launch(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& no
 }
 
 }  // namespace
+
+// A single token through a CTA-pipeline variant whose cluster splits K into 4 or 8 runs on the warp
+// pipeline with that many warps instead (one row tile per CTA): the K pieces are the same
+// (ceil(k_tiles / k_split) k-tiles each), each piece is accumulated k-tile by k-tile from zero in
+// both, and the pieces are added in the same order (warp 0 + warp 1 + ... there, rank 0 + rank 1 +
+// ... here), so the bits are the same; the warp pipeline is 15-25% faster at m = 1
+// (docs/kernels/skinny_gemm.md), the CTA pipeline far faster at m = 16.
+SkinnyGemmVariant single_token_twin(const SkinnyGemmVariant& v) {
+  const int shape = v.row_tiles * 100 + v.warps;
+  const bool cta_shape = shape == 104 || shape == 108 || shape == 204 || shape == 208 || shape == 404;
+  if (v.pipeline != SkinnyPipeline::kCtaSplitRows || !cta_shape || (v.k_split != 4 && v.k_split != 8)) return v;
+  return SkinnyGemmVariant{1, v.k_split, 1, SkinnyPipeline::kWarpSplitK};
+}
 
 std::string SkinnyGemmVariant::name() const {
   std::string n = str_cat("rt", row_tiles, "_w", warps);

@@ -91,6 +91,11 @@ bool skinny_gemm_clusters_supported();
 // variant.
 SkinnyGemmVariant default_skinny_variant(int64_t rows, int64_t cols, int sm_count, bool clusters);
 
+// The variant that runs a single token for `v`: a CTA-pipeline variant whose cluster splits K into
+// 4 or 8 has a warp-pipeline twin with that many warps (rt1_w4, rt1_w8) that cuts and adds K the
+// same way, so it gives the same bits and is faster for one token; any other variant is its own.
+SkinnyGemmVariant single_token_twin(const SkinnyGemmVariant& v);
+
 // How a GEMM is launched, not what it computes: results are bitwise the same for every setting.
 struct SkinnyGemmLaunch {
   // Programmatic dependent launch (sm_90+; ignored elsewhere): the kernel may start while the

@@ -209,12 +209,14 @@ GemmResult tune_gemm(PlanOp op, const Plan& plan, const TuneOptions& options, si
   }
   std::stable_sort(classes.begin(), classes.end(), [](const ClassBest& a, const ClassBest& b) { return a.total_us < b.total_us; });
   auto describe = [](const ClassBest& c) {
-    return c.one == c.more ? str_cat("class ", c.name, " (", c.more->variant, ") ", us_text(c.total_us))
-                           : str_cat("class ", c.name, " (", c.more->variant, ", ", c.one->variant, " for one token) ",
-                                     us_text(c.total_us));
+    const std::string one = single_token_twin(find_skinny_gemm_variant(c.one->variant)).name();
+    return one == c.more->variant ? str_cat("class ", c.name, " (", c.more->variant, ") ", us_text(c.total_us))
+                                  : str_cat("class ", c.name, " (", c.more->variant, ", ", one, " for one token) ",
+                                            us_text(c.total_us));
   };
   r.winner = classes[0].more->variant;
-  r.single_token_winner = classes[0].one->variant;
+  // A k4/k8 CTA variant timed at m = 1 ran its warp-pipeline twin: name what runs.
+  r.single_token_winner = single_token_twin(find_skinny_gemm_variant(classes[0].one->variant)).name();
   r.reason = str_cat("fastest total over the decode buckets on this GPU: ", describe(classes[0]));
   if (classes.size() > 1)
     r.reason += str_cat(", next ", describe(classes[1]), " (+",
