@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "model/loader.h"
 #include "model/model_test_util.h"
+#include "plan/tune.h"
 
 namespace fuselm {
 namespace {
@@ -184,6 +185,60 @@ TEST(PlanRules, RoundingClassesFollowTheKSplit) {
   EXPECT_EQ(skinny_rounding_class("rt1_w8_k8"), "k8x8");
   for (std::string_view name : skinny_gemm_variant_names()) EXPECT_FALSE(skinny_rounding_class(name).empty());
   expect_error([] { skinny_rounding_class("rt9_w9"); }, {"'rt9_w9' is not a decode GEMM variant"});
+}
+
+// `fuselm tune`'s choice from timings: per rounding class the fastest one-token variant and the
+// variant with the least total over the buckets of more, the class with the least total winning.
+GemmTiming timing(const std::string& variant, std::vector<double> us) {
+  GemmTiming t{variant, std::move(us), 0.0};
+  // Buckets 1, 2, 4, 8, 16 are one launch each at m = batch; 32 ... 256 are 2 ... 16 launches at m = 16.
+  for (size_t i = 0; i < t.us.size(); ++i) t.total_us += t.us[i];
+  t.total_us += 30 * t.us.back();
+  return t;
+}
+const std::vector<int> kMeasuredM = {1, 2, 4, 8, 16};
+
+TEST(PlanTunePick, PairsTheFastestOneTokenVariantWithTheBestOfItsClass) {
+  const std::vector<GemmTiming> timings = {
+      timing("rt1_w4_cta", {10, 11, 12, 13, 14}),         // k1: 480 in all
+      timing("rt2_w4_k2_cta", {12, 10, 10.5, 11, 12}),    // k2: the best for 2+ tokens
+      timing("rt1_w8_k2_cta", {9, 20, 20, 20, 20}),       // k2: the best for one token
+      timing("rt1_w4", {8.5, 30, 30, 30, 30}),            // k4: the fastest single token of all
+  };
+  const GemmPick pick = pick_decode_gemm(timings, kMeasuredM);
+  EXPECT_EQ(pick.variant, "rt2_w4_k2_cta");
+  EXPECT_EQ(pick.single_token_variant, "rt1_w8_k2_cta");
+  EXPECT_DOUBLE_EQ(pick.total_us, 9 + 10 + 10.5 + 11 + 31 * 12);
+  EXPECT_THAT(pick.reason, HasSubstr("class k2 (rt2_w4_k2_cta, rt1_w8_k2_cta for one token) 412.5 us"));
+  EXPECT_THAT(pick.reason, HasSubstr("next class k1 (rt1_w4_cta) 480.0 us (+16%)"));
+  EXPECT_EQ(skinny_rounding_class(pick.single_token_variant), skinny_rounding_class(pick.variant));
+}
+
+TEST(PlanTunePick, NamesTheKernelThatRunsOneToken) {
+  const std::vector<GemmTiming> timings = {timing("rt1_w4_k4_cta", {5, 6, 6, 6, 6}), timing("rt2_w4", {7, 7, 7, 7, 7})};
+  const GemmPick pick = pick_decode_gemm(timings, kMeasuredM, [](const std::string& v) {
+    return v == "rt1_w4_k4_cta" ? std::string("rt1_w4") : v;  // as the kernels' twin maps it
+  });
+  EXPECT_EQ(pick.variant, "rt1_w4_k4_cta");
+  EXPECT_EQ(pick.single_token_variant, "rt1_w4");
+  EXPECT_THAT(pick.reason, HasSubstr("class k4 (rt1_w4_k4_cta, rt1_w4 for one token)"));
+}
+
+TEST(PlanTunePick, OnlyTheBatchOneBucket) {
+  const std::vector<GemmTiming> timings = {{"rt1_w4_cta", {10}, 10}, {"rt2_w4_k2_cta", {12}, 12},
+                                           {"rt1_w8_k2_cta", {9}, 9}};
+  const GemmPick pick = pick_decode_gemm(timings, {1});
+  EXPECT_EQ(pick.variant, "rt1_w8_k2_cta");
+  EXPECT_EQ(pick.single_token_variant, "rt1_w8_k2_cta");
+}
+
+TEST(PlanTunePick, RefusesWhatItCannotPickFrom) {
+  expect_error([] { pick_decode_gemm({}, kMeasuredM); }, {"no decode GEMM variant was timed"});
+  expect_error([] { pick_decode_gemm({timing("rt1_w4", {1, 2, 3, 4, 5})}, {2, 4, 8, 16, 32}); },
+               {"must include batch 1"});
+  expect_error([] { pick_decode_gemm({{"rt1_w4", {1, 2}, 3}}, kMeasuredM); }, {"rt1_w4 has 2 timings for 5"});
+  expect_error([] { pick_decode_gemm({timing("rt9_w9", {1, 2, 3, 4, 5})}, kMeasuredM); },
+               {"'rt9_w9' is not a decode GEMM variant"});
 }
 
 TEST(PlanRules, OtherHeadDimsUseTheFallback) {

@@ -119,12 +119,6 @@ int rotating_copies(size_t bytes, size_t l2_bytes, int cap) {
   return static_cast<int>(std::max<size_t>(1, std::min<size_t>({std::max<size_t>(wanted, 2), fit, size_t(cap)})));
 }
 
-std::string us_text(double us) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f us", us);
-  return buf;
-}
-
 struct GemmResult {
   std::vector<int> measured_m;
   std::vector<GemmTiming> timings;
@@ -183,44 +177,13 @@ GemmResult tune_gemm(PlanOp op, const Plan& plan, const TuneOptions& options, si
   }
   FUSELM_CHECK(!r.timings.empty(), "fuselm tune: no decode GEMM variant runs the ", plan_op_name(op), " matrix ", rows,
                "x", cols, " in ", dtype_name(dtype));
-  // Per rounding class: the variant fastest for one token and the one fastest over the buckets of
-  // more; the class with the least total wins (within a class the bits are the same at every m).
-  const size_t at_one = std::find(r.measured_m.begin(), r.measured_m.end(), 1) - r.measured_m.begin();
-  FUSELM_CHECK(at_one < r.measured_m.size(), "fuselm tune: the decode buckets must include batch 1");
-  const bool more_than_one = r.measured_m.size() > 1;
-  struct ClassBest {
-    std::string name;
-    const GemmTiming* one = nullptr;   // least us at m = 1
-    const GemmTiming* more = nullptr;  // least total over the buckets of 2+ sequences
-    double total_us = 0;
-  };
-  auto rest = [&](const GemmTiming* t) { return t->total_us - t->us[at_one]; };  // bucket 1 is one launch
-  std::vector<ClassBest> classes;
-  for (const GemmTiming& t : r.timings) {
-    const std::string cls = skinny_rounding_class(t.variant);
-    auto it = std::find_if(classes.begin(), classes.end(), [&](const ClassBest& c) { return c.name == cls; });
-    if (it == classes.end()) it = classes.insert(classes.end(), ClassBest{cls, &t, &t});
-    if (t.us[at_one] < it->one->us[at_one]) it->one = &t;
-    if (rest(&t) < rest(it->more)) it->more = &t;
-  }
-  for (ClassBest& c : classes) {
-    if (!more_than_one) c.more = c.one;
-    c.total_us = c.one->us[at_one] + (more_than_one ? rest(c.more) : 0.0);
-  }
-  std::stable_sort(classes.begin(), classes.end(), [](const ClassBest& a, const ClassBest& b) { return a.total_us < b.total_us; });
-  auto describe = [](const ClassBest& c) {
-    const std::string one = single_token_twin(find_skinny_gemm_variant(c.one->variant)).name();
-    return one == c.more->variant ? str_cat("class ", c.name, " (", c.more->variant, ") ", us_text(c.total_us))
-                                  : str_cat("class ", c.name, " (", c.more->variant, ", ", one, " for one token) ",
-                                            us_text(c.total_us));
-  };
-  r.winner = classes[0].more->variant;
-  // A k4/k8 CTA variant timed at m = 1 ran its warp-pipeline twin: name what runs.
-  r.single_token_winner = single_token_twin(find_skinny_gemm_variant(classes[0].one->variant)).name();
-  r.reason = str_cat("fastest total over the decode buckets on this GPU: ", describe(classes[0]));
-  if (classes.size() > 1)
-    r.reason += str_cat(", next ", describe(classes[1]), " (+",
-                        static_cast<int>(std::lround(100.0 * (classes[1].total_us / classes[0].total_us - 1.0))), "%)");
+  // A k4/k8 CTA variant timed at m = 1 ran its warp-pipeline twin: the pick names what runs.
+  const GemmPick pick = pick_decode_gemm(r.timings, r.measured_m, [](const std::string& name) {
+    return single_token_twin(find_skinny_gemm_variant(name)).name();
+  });
+  r.winner = pick.variant;
+  r.single_token_winner = pick.single_token_variant;
+  r.reason = pick.reason;
   if (log) log(str_cat(plan_op_name(op), " ", rows, "x", cols, ": ", r.reason, " (", copies, " weight copies)"));
   return r;
 }
