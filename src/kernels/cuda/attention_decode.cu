@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     // Prologue: K/V stages 0 .. STAGES-2 as one commit group each, without the newest row; then,
     // after the wait, one more group with the group's query vectors (contiguous in q; rows past the
     // group zero-filled) and the newest row if one of those stages holds it.
-  #pragma unroll
+    #pragma unroll
     for (int stage = 0; stage < STAGES - 1; ++stage) {
       // Empty groups past the split keep the group count, and so the waits below, uniform.
       if (stage < n_steps) load_kv(stage, stage, newest);
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     }
     wait_for_previous_grid();
     static_assert((Cfg::kRows * kChunks) % Cfg::kThreads == 0, "Q chunks must split evenly over the threads");
-  #pragma unroll
+    #pragma unroll
     for (int i = 0; i < Cfg::kRows * kChunks / Cfg::kThreads; ++i) {
       const int idx = tid + i * Cfg::kThreads;
       const int r = idx / kChunks;
@@ -164,7 +164,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     __syncthreads();
     float* merge_o = reinterpret_cast<float*>(smem + Cfg::kQTileBytes);           // [warp][row][kMergeStride]
     float* merge_stats = merge_o + Cfg::kWarps * Cfg::kRows * Cfg::kMergeStride;  // [warp][row][max, sum]
-  #pragma unroll
+    #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = lane / 4 + 8 * r;
       const float sum = quad_sum(st.row_sum[0][r]);
@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
         merge_stats[(warp * Cfg::kRows + row) * 2 + 1] = sum;
       }
       float* dst = merge_o + (warp * Cfg::kRows + row) * Cfg::kMergeStride + 2 * (lane & 3);
-  #pragma unroll
+      #pragma unroll
       for (int n = 0; n < HEAD_DIM / 8; ++n)
         *reinterpret_cast<float2*>(dst + n * 8) = make_float2(st.o[0][n][2 * r], st.o[0][n][2 * r + 1]);
     }
@@ -186,11 +186,11 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       if (row >= n_rows) continue;
       // Warp 0 always holds the split's first key, so the merged max is finite.
       float merged_max = -INFINITY;
-  #pragma unroll
+      #pragma unroll
       for (int w = 0; w < Cfg::kWarps; ++w) merged_max = fmaxf(merged_max, merge_stats[(w * Cfg::kRows + row) * 2]);
       float sum = 0.0f;
       float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  #pragma unroll
+      #pragma unroll
       for (int w = 0; w < Cfg::kWarps; ++w) {
         // A warp that saw no visible key has max -inf and weight exp2(-inf) = 0.
         const float weight = exp2f(merge_stats[(w * Cfg::kRows + row) * 2] - merged_max);
