@@ -612,7 +612,10 @@ TEST(AttentionBench, DISABLED_Decode) {
   struct Case {
     const char* name;
     int batch, len, n_heads, n_kv_heads, head_dim, split;
+    int slots = 0;  // split slots per sequence (max_splits_per_seq): 0 = as many as len needs
   };
+  // "N slots": an engine sized for longer sequences than these (a graph's grid has one CTA per
+  // slot, most of them empty for short sequences): 33 slots at 8k positions, 129 at 32k.
   const Case cases[] = {
       {"llama3-8b b1 kv2000", 1, 2000, 32, 8, 128, 256},
       {"llama3-8b b1 kv2000 split64", 1, 2000, 32, 8, 128, 64},
@@ -621,19 +624,41 @@ TEST(AttentionBench, DISABLED_Decode) {
       {"llama2-7b b64 kv2048 (MHA)", 64, 2048, 32, 32, 128, 256},
       {"tinyllama b64 kv4096 hd64", 64, 4096, 32, 4, 64, 256},
       {"llama3-8b b256 kv1024", 256, 1024, 32, 8, 128, 256},
+      {"llama3-8b b1 kv512 33 slots", 1, 512, 32, 8, 128, 256, 33},
+      {"llama3-8b b1 kv512 129 slots", 1, 512, 32, 8, 128, 256, 129},
+      {"llama3.2-1b b1 kv512 129 slots", 1, 512, 32, 8, 64, 256, 129},
+      {"llama3-8b b16 kv512 33 slots", 16, 512, 32, 8, 128, 256, 33},
+      {"llama3-8b b64 kv512 33 slots", 64, 512, 32, 8, 128, 256, 33},
+      {"llama3-8b b1 kv32768 129 slots", 1, 32768, 32, 8, 128, 256, 129},
+      {"llama3-8b b16 kv8192 33 slots", 16, 8192, 32, 8, 128, 256, 33},
   };
-  std::printf("[bench] %-30s %7s %10s %12s %10s\n", "decode case", "stages", "time(us)", "KV bytes", "GB/s");
+  int device = 0, sms = 0, max_smem = 0;
+  ASSERT_CUDA(cudaGetDevice(&device));
+  ASSERT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  ASSERT_CUDA(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  std::printf("[bench] %-32s %7s %10s %10s %12s %10s\n", "decode case", "stages", "split_ctas", "time(us)", "KV bytes",
+              "GB/s");
   for (const Case& c : cases) {
     std::mt19937 rng(11);
     BenchCache cache;
     make_bench_cache(cache, DType::BF16, c.batch, std::vector<int>(c.batch, c.len), c.n_kv_heads, c.head_dim, 16, rng);
     const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(float(c.head_dim))};
-    const DecodeAttentionPlan plan{c.split, (c.len + c.split - 1) / c.split};
+    const int needed = (c.len + c.split - 1) / c.split;
+    const DecodeAttentionPlan plan{c.split, std::max(needed, c.slots)};
     DeviceBuffer<uint16_t> q(random_bits(DType::BF16, size_t{1} * c.batch * c.n_heads * c.head_dim, 3.0f, rng));
     DeviceBuffer<uint16_t> out(q.size());
     DeviceBuffer<uint8_t> ws(decode_attention_workspace_bytes(shape, plan, c.batch));
     ASSERT_TRUE(cache.k.get() && q.get() && out.get() && ws.get());
-    for (const DecodeVariant& variant : kDecodeVariants) {
+    // The test variants, then the launcher's choice with one CTA per slot and with about one wave
+    // of CTAs sharing the splits (max(2, ceil(SMs / (batch x kv heads))) per sequence and group).
+    std::vector<DecodeVariant> variants = kDecodeVariants;
+    DecodeVariant chosen = attention_detail::choose_decode_variant(c.head_dim, c.batch, c.n_kv_heads, sms, max_smem);
+    chosen.split_ctas = 0;
+    variants.push_back(chosen);
+    const int64_t groups = int64_t{c.batch} * c.n_kv_heads;
+    chosen.split_ctas = static_cast<int>(std::max<int64_t>(2, (sms + groups - 1) / groups));
+    variants.push_back(chosen);
+    for (const DecodeVariant& variant : variants) {
       auto run = [&] {
         return attention_detail::decode_attention_variant(variant, q.get(), out.get(), DType::BF16, shape, cache.view,
                                                           cache.lens.get(), c.batch, plan, ws.get(), nullptr);
@@ -642,8 +667,8 @@ TEST(AttentionBench, DISABLED_Decode) {
       ASSERT_CUDA(cudaDeviceSynchronize());
       const double ms = median_ms([&] { (void)run(); });
       const double kv_bytes = 2.0 * c.batch * c.len * c.n_kv_heads * c.head_dim * 2;
-      std::printf("[bench] %-30s %7d %10.1f %12.0f %10.0f\n", c.name, variant.stages, ms * 1e3, kv_bytes,
-                  kv_bytes / ms / 1e6);
+      std::printf("[bench] %-32s %7d %10d %10.1f %12.0f %10.0f\n", c.name, variant.stages, variant.split_ctas,
+                  ms * 1e3, kv_bytes, kv_bytes / ms / 1e6);
     }
   }
 }
