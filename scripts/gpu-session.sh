@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One GPU call that checks and measures what matters most first, within a device-time budget:
 #   1. scripts/gpu-check.sh (build, every GPU test, the CLI; memcheck only while its budget lasts);
-#   2. `--compare baseline,fused` latency on both synthetic shapes (the fused issue's headline);
-#   3. the full default sweeps, each only if the time left (FUSELM_SESSION_BUDGET, default 540 s
+#   2. the decode attention lab (docs/kernels/attention.md), into bench/results/dev/;
+#   3. `--compare baseline,fused` latency on both synthetic shapes (the fused issue's headline);
+#   4. the full default sweeps, each only if the time left (FUSELM_SESSION_BUDGET, default 540 s
 #      from the start) covers its estimate.
 # Results land in bench/results/ and, when OUT is set, in $OUT/session-results.tar.gz.
 set -uo pipefail
@@ -17,6 +18,13 @@ fuselm=build-gpu/fuselm
 left() { echo $((budget - SECONDS)); }
 pack() { [ -n "${OUT:-}" ] && tar czf "$OUT/session-results.tar.gz" -C "$results" . 2>/dev/null; true; }
 pack
+if [ "$(left)" -gt 120 ] && [ -x build-gpu/tests/gpu_attention_test ]; then
+  echo "== decode attention lab ($(left) s left)"
+  mkdir -p "$results/dev"
+  timeout 60 build-gpu/tests/gpu_attention_test --gtest_also_run_disabled_tests \
+      --gtest_filter=AttentionBench.DISABLED_Decode 2>&1 | grep "^\[bench\]" | tee "$results/dev/attention-decode-lab.txt"
+  pack
+fi
 for shape in llama-3.1-8b llama-3.2-1b; do
   [ "$(left)" -gt 60 ] || { echo "== compare $shape: skipped, $(left) s left"; continue; }
   echo "== compare $shape ($(left) s left)"
