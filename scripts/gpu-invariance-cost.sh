@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # What batch invariance costs in decode throughput (issue: deterministic inference). Invariance
-# means one GEMM variant per matrix and one attention split for every batch size; an engine without
-# it would run, at each batch size, the variants fastest at that size. Each plan file under
-# bench/results/invariance/ is that engine's choice for one batch size (from the `fuselm tune`
-# timings in bench/results/h200-llama-3.1-8b-plan.json: per matrix the variant fastest at m = 1 or
-# m = 16, and at batch 1 the 128-token split); the default rule plan is the invariant engine.
+# means one rounding class of GEMM variants per matrix and one attention split for every batch
+# size; an engine without it would run, at each batch size, what is fastest at that size. The plan
+# files under bench/results/invariance/ stand for such choices (the fastest at batch 1 and at 16
+# from the `fuselm tune` timings, the old k1 default, 128-token splits; that folder's README says
+# which is which); the default rule plan is the invariant engine.
 # Runs `fuselm bench --scenario throughput` (decode tok/s column) with each; builds `fuselm` first.
 # Usage: bash scripts/gpu-invariance-cost.sh   (writes bench/results/invariance/*.json, and $OUT)
 set -uo pipefail
