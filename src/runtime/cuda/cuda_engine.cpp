@@ -360,9 +360,13 @@ CudaEngineImpl::Step CudaEngineImpl::prepare_step(std::span<const SequenceChunk>
   const size_t n_tok = static_cast<size_t>(step.tokens) * sizeof(int32_t);
   upload(in.tokens, n_tok);
   upload(in.positions, n_tok);
-  upload(in.token_batch, n_tok);
-  upload(in.logit_rows, static_cast<size_t>(step.logit_rows) * sizeof(int32_t));
-  upload(in.q_starts, static_cast<size_t>(step.batch + 1) * sizeof(int32_t));
+  // The decode graphs read only tokens, positions, lengths and block tables (FusedDecodeStepInputs):
+  // a step they run skips the other copies, each a separate transfer ahead of the replay.
+  if (!(fused_ && step.decode_only)) {
+    upload(in.token_batch, n_tok);
+    upload(in.logit_rows, static_cast<size_t>(step.logit_rows) * sizeof(int32_t));
+    upload(in.q_starts, static_cast<size_t>(step.batch + 1) * sizeof(int32_t));
+  }
   upload(in.kv_lens, static_cast<size_t>(step.batch) * sizeof(int32_t));
   upload(in.block_tables, static_cast<size_t>(step.batch) * lim.max_blocks_per_seq * sizeof(int32_t));
   return step;
