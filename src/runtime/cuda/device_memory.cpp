@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <cstdio>
-#include <utility>
 
 #include "core/error.h"
 
@@ -29,11 +28,11 @@ std::string format_bytes(size_t bytes) {
   return buf;
 }
 
-DeviceBuffer DeviceBuffer::allocate(size_t bytes, const std::string& what) {
-  DeviceBuffer b;
-  if (bytes == 0) return b;
+void* DeviceMemory::allocate(size_t bytes, const std::string& what) {
+  if (bytes == 0) return nullptr;
   ++g_allocations;
-  const cudaError_t err = cudaMalloc(&b.data_, bytes);
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes);
   if (err != cudaSuccess) {
     cudaGetLastError();  // clear the error so that later checks do not report it again
     size_t free_bytes = 0, total_bytes = 0;
@@ -42,54 +41,24 @@ DeviceBuffer DeviceBuffer::allocate(size_t bytes, const std::string& what) {
          "; free ", format_bytes(free_bytes), " of ", format_bytes(total_bytes),
          "); lower --max-batch, --max-seq-len or --max-prefill-tokens, or use a GPU with more memory");
   }
-  b.size_ = bytes;
-  return b;
+  return p;
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (data_) cudaFree(data_);
-}
+void DeviceMemory::release(void* p) { cudaFree(p); }
 
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
-  if (this != &other) {
-    if (data_) cudaFree(data_);
-    data_ = std::exchange(other.data_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-  }
-  return *this;
-}
-
-PinnedBuffer PinnedBuffer::allocate(size_t bytes, const std::string& what) {
-  PinnedBuffer b;
-  if (bytes == 0) return b;
+void* PinnedMemory::allocate(size_t bytes, const std::string& what) {
+  if (bytes == 0) return nullptr;
   ++g_allocations;
-  const cudaError_t err = cudaMallocHost(&b.data_, bytes);
+  void* p = nullptr;
+  const cudaError_t err = cudaMallocHost(&p, bytes);
   if (err != cudaSuccess) {
     cudaGetLastError();
     fail("cannot allocate ", format_bytes(bytes), " of page-locked host memory for ", what, " (",
          cudaGetErrorString(err), "); lower --max-batch or --max-prefill-tokens");
   }
-  b.size_ = bytes;
-  return b;
+  return p;
 }
 
-PinnedBuffer::~PinnedBuffer() {
-  if (data_) cudaFreeHost(data_);
-}
-
-PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
-  if (this != &other) {
-    if (data_) cudaFreeHost(data_);
-    data_ = std::exchange(other.data_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-  }
-  return *this;
-}
+void PinnedMemory::release(void* p) { cudaFreeHost(p); }
 
 }  // namespace fuselm

@@ -4,23 +4,50 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace fuselm {
 
 // Allocation calls made through DeviceBuffer and PinnedBuffer so far, in this process.
 int64_t device_allocation_count();
 
-// Owns one cudaMalloc'd range (256-byte aligned); move-only.
-class DeviceBuffer {
+// Where a buffer's memory comes from. allocate throws Error naming `what`, the size and (for the
+// GPU) its free memory, with advice, when the allocation fails; it returns null for 0 bytes.
+struct DeviceMemory {  // cudaMalloc: 256-byte aligned device memory
+  static void* allocate(size_t bytes, const std::string& what);
+  static void release(void* p);
+};
+struct PinnedMemory {  // cudaMallocHost: page-locked host memory, for asynchronous copies
+  static void* allocate(size_t bytes, const std::string& what);
+  static void release(void* p);
+};
+
+// Owns one allocated range; move-only.
+template <class Memory>
+class OwnedBuffer {
  public:
-  DeviceBuffer() = default;
-  // Throws Error naming `what`, the size and the device's free memory when the allocation fails.
-  static DeviceBuffer allocate(size_t bytes, const std::string& what);
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& other) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  OwnedBuffer() = default;
+  static OwnedBuffer allocate(size_t bytes, const std::string& what) {
+    OwnedBuffer b;
+    b.data_ = Memory::allocate(bytes, what);
+    b.size_ = b.data_ ? bytes : 0;
+    return b;
+  }
+  ~OwnedBuffer() {
+    if (data_) Memory::release(data_);
+  }
+  OwnedBuffer(OwnedBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  OwnedBuffer& operator=(OwnedBuffer&& other) noexcept {
+    if (this != &other) {
+      if (data_) Memory::release(data_);
+      data_ = std::exchange(other.data_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+    }
+    return *this;
+  }
+  OwnedBuffer(const OwnedBuffer&) = delete;
+  OwnedBuffer& operator=(const OwnedBuffer&) = delete;
 
   void* data() const { return data_; }
   size_t size() const { return size_; }
@@ -34,28 +61,8 @@ class DeviceBuffer {
   size_t size_ = 0;
 };
 
-// Owns one cudaMallocHost'd (page-locked) range, for host<->device copies that run asynchronously.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  static PinnedBuffer allocate(size_t bytes, const std::string& what);
-  ~PinnedBuffer();
-  PinnedBuffer(PinnedBuffer&& other) noexcept;
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  void* data() const { return data_; }
-  size_t size() const { return size_; }
-  template <class T>
-  T* at(size_t offset) const {
-    return reinterpret_cast<T*>(static_cast<std::byte*>(data_) + offset);
-  }
-
- private:
-  void* data_ = nullptr;
-  size_t size_ = 0;
-};
+using DeviceBuffer = OwnedBuffer<DeviceMemory>;
+using PinnedBuffer = OwnedBuffer<PinnedMemory>;
 
 // "1.50 GiB"-style sizes for messages.
 std::string format_bytes(size_t bytes);
