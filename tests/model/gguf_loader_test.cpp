@@ -31,21 +31,8 @@ TEST(GgufLoader, TinyLlama2Bf16Config) {
   auto m = load_model(path);
   const ModelConfig& c = m->config;
   EXPECT_EQ(m->format, ModelFormat::Gguf);
-  EXPECT_EQ(c.hidden_size, 128);
-  EXPECT_EQ(c.num_layers, 2);
-  EXPECT_EQ(c.num_heads, 2);
-  EXPECT_EQ(c.num_kv_heads, 1);
-  EXPECT_EQ(c.head_dim, 64);
-  EXPECT_EQ(c.intermediate_size, 384);
-  EXPECT_EQ(c.vocab_size, 32000);
-  EXPECT_EQ(c.max_position_embeddings, 2048);
-  EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-5f);
-  EXPECT_FLOAT_EQ(c.rope.theta, 10000.0f);
-  EXPECT_EQ(c.rope.scaling, RopeScaling::None);
-  EXPECT_TRUE(c.tie_word_embeddings);
+  test::expect_tiny_llama2_config(c);
   EXPECT_TRUE(m->weights.tied());
-  EXPECT_EQ(c.bos_token_id, 1);
-  EXPECT_EQ(c.eos_token_ids, (std::vector<int>{2}));
   EXPECT_EQ(m->tokenizer_hint, path);
   EXPECT_EQ(m->weights.token_embedding.dtype, DType::BF16);
   EXPECT_EQ(m->weights.layers[0].attn_norm.dtype, DType::F32);  // the converter keeps norms in F32

@@ -61,6 +61,25 @@ void append_pod(std::string& out, const T& v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof(T));
 }
 
+// The shapes and settings of the shared tiny-llama2 model, whatever file format it was read from
+// (its HF directory and the GGUF file llama.cpp's converter made of it).
+inline void expect_tiny_llama2_config(const ModelConfig& c) {
+  EXPECT_EQ(c.hidden_size, 128);
+  EXPECT_EQ(c.num_layers, 2);
+  EXPECT_EQ(c.num_heads, 2);
+  EXPECT_EQ(c.num_kv_heads, 1);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.intermediate_size, 384);
+  EXPECT_EQ(c.vocab_size, 32000);
+  EXPECT_EQ(c.max_position_embeddings, 2048);
+  EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-5f);
+  EXPECT_FLOAT_EQ(c.rope.theta, 10000.0f);
+  EXPECT_EQ(c.rope.scaling, RopeScaling::None);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.bos_token_id, 1);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int>{2}));
+}
+
 inline std::string f32_bytes(const std::vector<float>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
 }
