@@ -74,25 +74,27 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       !decode_length_ok(kv_len, static_cast<int64_t>(max_blocks_per_seq) * layout.block_size, split_tokens, max_splits))
     return;
   const int n_splits = (kv_len + split_tokens - 1) / split_tokens;
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int head0 = kv_head * group + head_tile * Cfg::kRows;
+  const int n_rows = min(Cfg::kRows, group - head_tile * Cfg::kRows);
+  const int32_t* block_table = block_tables + static_cast<int64_t>(seq) * max_blocks_per_seq;
+  const int block_shift = __ffs(layout.block_size) - 1;
+  const int newest = kv_len - 1;
+
+  const uint32_t q_tile = smem_addr(smem);
+  auto k_tile = [&](int stage) { return q_tile + Cfg::kQTileBytes + stage * 2 * Cfg::kKvTileBytes; };
+  auto v_tile = [&](int stage) { return k_tile(stage) + Cfg::kKvTileBytes; };
+
   // A CTA takes splits blockIdx.x, + gridDim.x, ...: the same work per split whoever does it.
   for (int split = blockIdx.x; split < n_splits; split += gridDim.x) {
     if (split != blockIdx.x) __syncthreads();  // the previous split's merge reads are done
 
-    const int tid = threadIdx.x;
-    const int warp = tid / 32;
-    const int lane = tid % 32;
-    const int head0 = kv_head * group + head_tile * Cfg::kRows;
-    const int n_rows = min(Cfg::kRows, group - head_tile * Cfg::kRows);
     const int split_begin = split * split_tokens;
     const int split_end = min(kv_len, split_begin + split_tokens);
     const int n_steps = (split_end - split_begin + Cfg::kKeys - 1) / Cfg::kKeys;
-    const int32_t* block_table = block_tables + static_cast<int64_t>(seq) * max_blocks_per_seq;
-    const int block_shift = __ffs(layout.block_size) - 1;
-    const int newest = kv_len - 1;
-
-    const uint32_t q_tile = smem_addr(smem);
-    auto k_tile = [&](int stage) { return q_tile + Cfg::kQTileBytes + stage * 2 * Cfg::kKvTileBytes; };
-    auto v_tile = [&](int stage) { return k_tile(stage) + Cfg::kKvTileBytes; };
     auto load_kv = [&](int step, int stage, int skip) {
       const int first = split_begin + step * Cfg::kKeys;
       load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(k_tile(stage), k_pool, layout, block_table, block_shift, kv_head,
