@@ -280,10 +280,11 @@ void validate_plan(const Plan& plan, const std::string& where) {
     check(is_known(skinny_gemm_variant_names(), c.single_token_variant), "decode.gemm.", op,
           ".single_token_variant '", c.single_token_variant, "' is not a decode GEMM variant of this build (known: ",
           join(skinny_gemm_variant_names()), ")");
-    check(skinny_rounding_class(c.single_token_variant) == skinny_rounding_class(c.variant), "decode.gemm.", op,
-          ": the single-token variant ", c.single_token_variant, " (rounding class ",
-          skinny_rounding_class(c.single_token_variant), ") rounds differently from ", c.variant, " (class ",
-          skinny_rounding_class(c.variant), "), so a request's logits would depend on the batch size");
+    const std::string one_class = skinny_rounding_class(c.single_token_variant);
+    const std::string more_class = skinny_rounding_class(c.variant);
+    check(one_class == more_class, "decode.gemm.", op, ": the single-token variant ", c.single_token_variant,
+          " (rounding class ", one_class, ") rounds differently from ", c.variant, " (class ", more_class,
+          "), so a request's logits would depend on the batch size");
     const auto [rows, cols] = decode_gemm_shape(c.op, m);
     check(c.rows == rows && c.cols == cols, "decode.gemm.", op, " is for a ", c.rows, "x", c.cols,
           " matrix, the model's is ", rows, "x", cols);

@@ -142,6 +142,10 @@ const PlanRule& find_plan_rule(PlanOp op, DType dtype, double shape, const GpuId
 // skinny_gemm_variants() (kernels/cuda/skinny_gemm.h), which CPU-only builds cannot call;
 // tests/gpu/plan_kernels_test.cu checks the two lists agree.
 std::span<const std::string_view> skinny_gemm_variant_names();
+std::span<const std::string_view> decode_attention_kernel_names();
+std::span<const std::string_view> prefill_attention_kernel_names();
+std::span<const std::string_view> prefill_gemm_path_names();
+
 // Decode GEMM variants with the same rounding class give bitwise-equal results for every token
 // count: they cut K into the same pieces, accumulate each piece k-tile by k-tile from zero, and add
 // the pieces in the same order. The CTA pipeline with a cluster K split of k is class "k<k>"; the
@@ -150,9 +154,6 @@ std::span<const std::string_view> skinny_gemm_variant_names();
 // sums of w warps, class "k<k>x<w>". Throws Error for an unknown name. Checked bitwise on the GPU
 // (tests/gpu/skinny_gemm_test.cu).
 std::string skinny_rounding_class(std::string_view variant);
-std::span<const std::string_view> decode_attention_kernel_names();
-std::span<const std::string_view> prefill_attention_kernel_names();
-std::span<const std::string_view> prefill_gemm_path_names();
 
 // Bytes of decode_attention's workspace (kernels/cuda/attention.h) and cuBLASLt's workspace
 // (GemmPlan::kWorkspaceBytes), computed the same way here for CPU builds; checked against the

@@ -124,26 +124,24 @@ const std::vector<Preset>& presets() {
 std::span<const PlanRule> plan_rules() { return kRules; }
 std::span<const std::string_view> skinny_gemm_variant_names() { return kSkinnyGemmVariants; }
 std::span<const std::string_view> decode_attention_kernel_names() { return kDecodeAttentionKernels; }
+std::span<const std::string_view> prefill_attention_kernel_names() { return kPrefillAttentionKernels; }
+std::span<const std::string_view> prefill_gemm_path_names() { return kPrefillGemmPaths; }
 
 std::string skinny_rounding_class(std::string_view variant) {
   FUSELM_CHECK(std::find(std::begin(kSkinnyGemmVariants), std::end(kSkinnyGemmVariants), variant) !=
                    std::end(kSkinnyGemmVariants),
                "'", variant, "' is not a decode GEMM variant of this build");
   // Names read rt<row tiles>_w<warps>[_k<cluster split>][_cta] (SkinnyGemmVariant::name).
-  auto number_after = [&](std::string_view tag) {
-    const size_t at = variant.find(tag);
-    if (at == std::string_view::npos) return 1;
-    int n = 0;
-    for (size_t i = at + tag.size(); i < variant.size() && std::isdigit(static_cast<unsigned char>(variant[i])); ++i)
-      n = n * 10 + (variant[i] - '0');
+  auto number_after = [&](std::string_view tag) {  // 1 when the tag is absent
+    int n = 1;
+    if (const size_t at = variant.find(tag); at != std::string_view::npos)
+      std::from_chars(variant.data() + at + tag.size(), variant.data() + variant.size(), n);
     return n;
   };
   const int warps = number_after("_w"), k_split = number_after("_k");
   if (variant.ends_with("_cta")) return str_cat("k", k_split);  // warps split rows, not K
   return k_split == 1 ? str_cat("k", warps) : str_cat("k", k_split, "x", warps);
 }
-std::span<const std::string_view> prefill_attention_kernel_names() { return kPrefillAttentionKernels; }
-std::span<const std::string_view> prefill_gemm_path_names() { return kPrefillGemmPaths; }
 
 const PlanRule& find_plan_rule(PlanOp op, DType dtype, double shape, const GpuIdentity& gpu) {
   const double memory_gib = static_cast<double>(gpu.memory_bytes) / double(uint64_t{1} << 30);

@@ -122,9 +122,7 @@ int rotating_copies(size_t bytes, size_t l2_bytes, int cap) {
 struct GemmResult {
   std::vector<int> measured_m;
   std::vector<GemmTiming> timings;
-  std::string winner;               // for 2+ tokens
-  std::string single_token_winner;  // for one token, in the winner's rounding class
-  std::string reason;
+  GemmPick pick;
 };
 
 GemmResult tune_gemm(PlanOp op, const Plan& plan, const TuneOptions& options, size_t l2_bytes, cudaStream_t stream,
@@ -178,13 +176,10 @@ GemmResult tune_gemm(PlanOp op, const Plan& plan, const TuneOptions& options, si
   FUSELM_CHECK(!r.timings.empty(), "fuselm tune: no decode GEMM variant runs the ", plan_op_name(op), " matrix ", rows,
                "x", cols, " in ", dtype_name(dtype));
   // A k4/k8 CTA variant timed at m = 1 ran its warp-pipeline twin: the pick names what runs.
-  const GemmPick pick = pick_decode_gemm(r.timings, r.measured_m, [](const std::string& name) {
+  r.pick = pick_decode_gemm(r.timings, r.measured_m, [](const std::string& name) {
     return single_token_twin(find_skinny_gemm_variant(name)).name();
   });
-  r.winner = pick.variant;
-  r.single_token_winner = pick.single_token_variant;
-  r.reason = pick.reason;
-  if (log) log(str_cat(plan_op_name(op), " ", rows, "x", cols, ": ", r.reason, " (", copies, " weight copies)"));
+  if (log) log(str_cat(plan_op_name(op), " ", rows, "x", cols, ": ", r.pick.reason, " (", copies, " weight copies)"));
   return r;
 }
 
@@ -319,9 +314,9 @@ Plan tune_plan(const ModelConfig& config, DType dtype, const PlanLimits& limits,
 
   for (DecodeGemmChoice& c : plan.decode.gemm) {
     GemmResult r = tune_gemm(c.op, plan, options, static_cast<size_t>(l2), stream.get(), log);
-    c.variant = r.winner;
-    c.single_token_variant = r.single_token_winner;
-    c.origin = {"tune", r.reason};
+    c.variant = r.pick.variant;
+    c.single_token_variant = r.pick.single_token_variant;
+    c.origin = {"tune", r.pick.reason};
     c.measured_m = std::move(r.measured_m);
     c.timings = std::move(r.timings);
   }
