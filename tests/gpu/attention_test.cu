@@ -615,7 +615,7 @@ TEST(AttentionBench, DISABLED_Decode) {
     int slots = 0;  // split slots per sequence (max_splits_per_seq): 0 = as many as len needs
   };
   // "N slots": an engine sized for longer sequences than these (a graph's grid has one CTA per
-  // slot, most of them empty for short sequences): 33 slots at 8k positions, 129 at 32k.
+  // slot, most of them empty for short sequences): 32 slots at 8k positions, 129 past 32k.
   const Case cases[] = {
       {"llama3-8b b1 kv2000", 1, 2000, 32, 8, 128, 256},
       {"llama3-8b b1 kv2000 split64", 1, 2000, 32, 8, 128, 64},
@@ -624,13 +624,13 @@ TEST(AttentionBench, DISABLED_Decode) {
       {"llama2-7b b64 kv2048 (MHA)", 64, 2048, 32, 32, 128, 256},
       {"tinyllama b64 kv4096 hd64", 64, 4096, 32, 4, 64, 256},
       {"llama3-8b b256 kv1024", 256, 1024, 32, 8, 128, 256},
-      {"llama3-8b b1 kv512 33 slots", 1, 512, 32, 8, 128, 256, 33},
+      {"llama3-8b b1 kv512 32 slots", 1, 512, 32, 8, 128, 256, 32},
       {"llama3-8b b1 kv512 129 slots", 1, 512, 32, 8, 128, 256, 129},
       {"llama3.2-1b b1 kv512 129 slots", 1, 512, 32, 8, 64, 256, 129},
-      {"llama3-8b b16 kv512 33 slots", 16, 512, 32, 8, 128, 256, 33},
-      {"llama3-8b b64 kv512 33 slots", 64, 512, 32, 8, 128, 256, 33},
+      {"llama3-8b b16 kv512 32 slots", 16, 512, 32, 8, 128, 256, 32},
+      {"llama3-8b b64 kv512 32 slots", 64, 512, 32, 8, 128, 256, 32},
       {"llama3-8b b1 kv32768 129 slots", 1, 32768, 32, 8, 128, 256, 129},
-      {"llama3-8b b16 kv8192 33 slots", 16, 8192, 32, 8, 128, 256, 33},
+      {"llama3-8b b16 kv8192 32 slots", 16, 8192, 32, 8, 128, 256, 32},
   };
   int device = 0, sms = 0, max_smem = 0;
   ASSERT_CUDA(cudaGetDevice(&device));

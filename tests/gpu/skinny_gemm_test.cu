@@ -404,10 +404,11 @@ TEST(SkinnyGemm, VariantsOfOneRoundingClassGiveTheSameBits) {
         launch.single_token_twin = false;
         STATUS_OK(skinny_gemm_store(w.view, in.view, norm, out.ptr, DType::F32, rows, v, nullptr, launch));
         const std::string cls = skinny_rounding_class(v.name());
-        auto [it, added] = first.try_emplace(cls, v.name(), out.download());
+        std::vector<float> got = out.download();
+        auto [it, added] = first.try_emplace(cls, v.name(), got);
         if (added) continue;
         ++compared;
-        EXPECT_TRUE(bitwise_equal(it->second.second, out.download()))
+        EXPECT_TRUE(bitwise_equal(it->second.second, got))
             << v.name() << " against " << it->second.first << " (class " << cls << "), " << rows << "x" << cols
             << ", m=" << m;
       }
