@@ -71,6 +71,7 @@ class CudaEngineImpl final : public CudaEngine {
     int tokens = 0;
     int max_q_len = 0;
     bool decode_only = false;  // every chunk is one token: split-KV decode attention
+    bool fused = false;        // decode_only on the fused path: a decode graph runs it
     int logit_rows = 0;
     std::vector<std::pair<int, int>> new_lengths;  // (seq_id, length after the step)
   };
@@ -326,6 +327,7 @@ CudaEngineImpl::Step CudaEngineImpl::prepare_step(std::span<const SequenceChunk>
                " planned per step; split it or raise --max-prefill-tokens");
   step.tokens = static_cast<int>(total);
   step.decode_only = step.max_q_len == 1;
+  step.fused = fused_ && step.decode_only;
   kv_->reserve(step.new_lengths);  // the last check: throws, changing nothing, when blocks run out
 
   const StepInputPlan& in = plan_.inputs;
@@ -362,7 +364,7 @@ CudaEngineImpl::Step CudaEngineImpl::prepare_step(std::span<const SequenceChunk>
   upload(in.positions, n_tok);
   // The decode graphs read only tokens, positions, lengths and block tables (FusedDecodeStepInputs):
   // a step they run skips the other copies, each a separate transfer ahead of the replay.
-  if (!(fused_ && step.decode_only)) {
+  if (!step.fused) {
     upload(in.token_batch, n_tok);
     upload(in.logit_rows, static_cast<size_t>(step.logit_rows) * sizeof(int32_t));
     upload(in.q_starts, static_cast<size_t>(step.batch + 1) * sizeof(int32_t));
@@ -491,7 +493,7 @@ void CudaEngineImpl::forward(std::span<const SequenceChunk> chunks, std::vector<
   }
 
   const Step step = prepare_step(chunks, /*last_rows_only=*/false);
-  if (fused_ && step.decode_only) {
+  if (step.fused) {
     run_fused_decode(step);
     logits.resize(static_cast<size_t>(step.batch) * vocab);
     FUSELM_CUDA_THROW(cudaMemcpyAsync(logits.data(), fused_->logits(), logits.size() * sizeof(float),
@@ -587,7 +589,7 @@ void CudaEngineImpl::forward_sample(std::span<const SequenceChunk> chunks, std::
   upload(in.history, static_cast<size_t>(step.batch) * history_stride * sizeof(int32_t));
 
   float* step_logits = act<float>(plan_.activations.logits);
-  if (fused_ && step.decode_only) {
+  if (step.fused) {
     run_fused_decode(step);
     step_logits = fused_->logits();
   } else {
