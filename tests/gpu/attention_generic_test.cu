@@ -158,6 +158,7 @@ std::vector<uint16_t> run_decode(DType dtype, const AttentionShape& shape, const
   DeviceBuffer<uint16_t> q_dev(q);
   DeviceBuffer<uint16_t> out_dev(std::vector<uint16_t>(q.size(), kNanBits));
   DeviceBuffer<uint8_t> workspace(decode_attention_workspace_bytes(shape, plan, batch));
+  if (!decode_attention_init_workspace(workspace.get(), shape, plan, batch, nullptr).ok()) return {};
   const Status s = decode_attention(q_dev.get(), out_dev.get(), dtype, shape, cache.view(), cache.kv_lens.get(),
                                     batch, plan, workspace.get(), nullptr);
   EXPECT_TRUE(s.ok()) << s.message();

@@ -189,8 +189,9 @@ std::vector<uint16_t> run_decode(DType dtype, const AttentionShape& shape, int b
   DeviceBuffer<uint16_t> out_dev(std::vector<uint16_t>(q.size(), kNanBits));
   const size_t ws_bytes = decode_attention_workspace_bytes(shape, plan, batch);
   DeviceBuffer<uint8_t> workspace(ws_bytes);
-  // Poison the workspace too: the combine must read only partials the split kernel wrote.
+  // Poison the workspace's partials: the merge must read only partials this launch wrote.
   if (cudaMemset(workspace.get(), 0xff, ws_bytes) != cudaSuccess) return {};
+  EXPECT_TRUE(decode_attention_init_workspace(workspace.get(), shape, plan, batch, nullptr).ok());
   Status s = variant ? attention_detail::decode_attention_variant(*variant, q_dev.get(), out_dev.get(), dtype, shape,
                                                                   cache.view(), cache.kv_lens.get(), batch, plan,
                                                                   workspace.get(), nullptr)
@@ -198,6 +199,17 @@ std::vector<uint16_t> run_decode(DType dtype, const AttentionShape& shape, int b
                                         batch, plan, workspace.get(), nullptr);
   EXPECT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  // The launch leaves every merge counter (the first word of each head group, at the head of each
+  // sequence's record) at zero, ready for the next.
+  const std::vector<uint8_t> ws = workspace.download();
+  const size_t record = ws_bytes / batch;
+  const int groups = shape.n_kv_heads * ((shape.n_heads / shape.n_kv_heads + 15) / 16);
+  for (int b = 0; b < batch; ++b)
+    for (int g = 0; g < groups; ++g) {
+      int32_t counter = 0;
+      std::memcpy(&counter, ws.data() + b * record + g * 4, 4);
+      EXPECT_EQ(counter, 0) << "merge counter of sequence " << b << ", group " << g;
+    }
   return out_dev.download();
 }
 
@@ -397,6 +409,7 @@ TEST(AttentionDecode, CapturesIntoACudaGraph) {
   DeviceBuffer<uint16_t> prefill_replayed(std::vector<uint16_t>(batch * row, kNanBits));
   DeviceBuffer<int32_t> starts(std::vector<int32_t>{0, 1, 2, 3});
   DeviceBuffer<uint8_t> ws(decode_attention_workspace_bytes(shape, plan, batch));
+  ASSERT_TRUE(decode_attention_init_workspace(ws.get(), shape, plan, batch, nullptr).ok());
   cudaStream_t stream;
   ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   auto step = [&](uint16_t* decode_out, uint16_t* prefill_out) {
@@ -511,8 +524,9 @@ TEST(AttentionLauncher, RejectsUnsupportedShapesWithAClearMessage) {
                                 PagedKvView{nullptr, nullptr, PagedKvLayout{16, 2, 128}, nullptr, 0}, nullptr, nullptr,
                                 0, 0, nullptr)
                   .ok());
+  // Per sequence: 8 head-group counters (32 bytes), 32 x 16 log2-sum-exps, 32 x 16 x 128 partials.
   EXPECT_EQ(decode_attention_workspace_bytes(AttentionShape{32, 8, 128, 0.1f}, DecodeAttentionPlan{256, 16}, 64),
-            size_t{64} * 32 * 16 * 129 * 4);
+            size_t{64} * (32 + 32 * 16 * 4 + 32 * 16 * 128 * 4));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -649,6 +663,7 @@ TEST(AttentionBench, DISABLED_Decode) {
     DeviceBuffer<uint16_t> out(q.size());
     DeviceBuffer<uint8_t> ws(decode_attention_workspace_bytes(shape, plan, c.batch));
     ASSERT_TRUE(cache.k.get() && q.get() && out.get() && ws.get());
+    ASSERT_TRUE(decode_attention_init_workspace(ws.get(), shape, plan, c.batch, nullptr).ok());
     // The test variants, then the launcher's choice with one CTA per slot and with about one wave
     // of CTAs sharing the splits (max(2, ceil(SMs / (batch x kv heads))) per sequence and group).
     std::vector<DecodeVariant> variants = kDecodeVariants;

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "core/error.h"
 #include "gpu_test_util.h"
 #include "kernels/cuda/attention.h"
@@ -38,17 +40,21 @@ TEST(PlanKernels, MirroredSizesAgree) {
   EXPECT_EQ(kCublasLtWorkspaceBytes, GemmPlan::kWorkspaceBytes);
   EXPECT_EQ(kPlanDefaultMaxSeqLen, kDefaultMaxSeqLenCap);
   EXPECT_EQ(kDecodeGemmMaxTokens, kSkinnyGemmMaxTokens);
-  for (int head_dim : {64, 128, 80}) {
-    for (int split : {128, 256, 512}) {
-      for (int max_seq_len : {100, 4096, 8192}) {
-        PlanModel m;
-        m.num_heads = 32;
-        m.num_kv_heads = 8;
-        m.head_dim = head_dim;
-        const AttentionShape shape{32, 8, head_dim, 0.1f};
-        const DecodeAttentionPlan plan{split, (max_seq_len + split - 1) / split};
-        EXPECT_EQ(decode_attention_workspace(m, split, max_seq_len, 64),
-                  decode_attention_workspace_bytes(shape, plan, 64));
+  // Head counts: 4 heads per KV head; 32 (two 16-head groups); 1 with an odd head count.
+  for (const auto& [heads, kv_heads] : {std::pair{32, 8}, std::pair{64, 2}, std::pair{9, 9}}) {
+    for (int head_dim : {64, 128, 80}) {
+      for (int split : {128, 256, 512}) {
+        for (int max_seq_len : {100, 4096, 8192}) {
+          PlanModel m;
+          m.num_heads = heads;
+          m.num_kv_heads = kv_heads;
+          m.head_dim = head_dim;
+          const AttentionShape shape{heads, kv_heads, head_dim, 0.1f};
+          const DecodeAttentionPlan plan{split, (max_seq_len + split - 1) / split};
+          EXPECT_EQ(decode_attention_workspace(m, split, max_seq_len, 64),
+                    decode_attention_workspace_bytes(shape, plan, 64))
+              << heads << " heads, " << kv_heads << " KV heads, head_dim " << head_dim << ", split " << split;
+        }
       }
     }
   }

@@ -42,18 +42,22 @@ Status prefill_attention(const void* q, void* out, DType dtype, const AttentionS
 
 // Split-KV decode: one new token per sequence. q, out: [batch, n_heads, head_dim];
 // kv_lens[b] (device) includes the new token. Each sequence's cache is cut into fixed chunks of
-// `split_tokens` tokens (a multiple of the block size); partial results go to `workspace`, then a
-// combine step merges them in split order, so results are bitwise independent of the batch.
+// `split_tokens` tokens (a multiple of the block size); partial results go to `workspace`, and the
+// last CTA of each head group to finish merges them in split order, so results are bitwise
+// independent of the batch and of timing. One kernel launch.
 // kv_lens[b] == 0 gives zeros. Requires kv_lens[b] <= max_splits_per_seq * split_tokens.
 struct DecodeAttentionPlan {
   int split_tokens = 256;       // fixed: never chosen from the batch
   int max_splits_per_seq = 0;   // ceil(max_seq_len / split_tokens)
-  // Launch both kernels with programmatic dependent launch (sm_90+; see pdl.cuh): each waits for
-  // its predecessor's results first and lets its successor start at once. Same results either way.
+  // Launch with programmatic dependent launch (sm_90+; see pdl.cuh): the kernel waits for its
+  // predecessor's results first and lets its successor start at once. Same results either way.
   bool pdl = false;
 };
 // Workspace bytes decode_attention needs for `max_batch` sequences under `plan`.
 size_t decode_attention_workspace_bytes(const AttentionShape& shape, const DecodeAttentionPlan& plan, int max_batch);
+// Zeroes the workspace's merge counters; once, after allocating it (every launch leaves them at zero).
+Status decode_attention_init_workspace(void* workspace, const AttentionShape& shape, const DecodeAttentionPlan& plan,
+                                       int max_batch, cudaStream_t stream);
 Status decode_attention(const void* q, void* out, DType dtype, const AttentionShape& shape,
                         const PagedKvView& kv, const int32_t* kv_lens, int batch,
                         const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream);

@@ -8,12 +8,16 @@
 //    heads are the 16 rows of the mma tile, padded with zero rows). The four warps take fixed
 //    16-key slices of each stage and are merged in warp order; the normalised partial output and
 //    its log2-sum-exp go to the workspace.
-// 2. decode_combine_kernel: merges a sequence's splits in split order.
+// 2. The last CTA of a (sequence, head group) to finish, found with a counter in the workspace,
+//    merges the group's splits in split order and writes the output: whichever CTA it is, the
+//    merge reads the same partials in the same order, so the bits do not depend on timing. This
+//    spares a combine kernel per layer (its launch and its wait for the split kernel).
 //
 // Decode is memory-bound (each K/V byte feeds group * 4 FLOPs), so tensor cores are used for
 // their issue economy, not their rate: one mma replaces the 16-lane shuffle reductions a
 // CUDA-core dot product would need per (token, head).
 #include <algorithm>
+#include <cstdlib>
 
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_generic.cuh"
@@ -23,6 +27,25 @@
 
 namespace fuselm {
 namespace attention_detail {
+
+// The workspace holds one record per sequence, at a place that does not depend on the batch of a
+// launch (so counters a launch leaves at zero stay where any later launch looks for them):
+// [merge counter per head group][log2-sum-exp per (head, split)][partial output per (head, split)].
+struct DecodeWorkspaceLayout {
+  int64_t lse_offset = 0, out_offset = 0, record_bytes = 0;
+};
+
+DecodeWorkspaceLayout decode_workspace_layout(const AttentionShape& shape, const DecodeAttentionPlan& plan) {
+  const auto align16 = [](int64_t bytes) { return (bytes + 15) / 16 * 16; };
+  const int64_t groups = static_cast<int64_t>(shape.n_kv_heads) * ((shape.n_heads / shape.n_kv_heads + 15) / 16);
+  const int64_t slots = static_cast<int64_t>(shape.n_heads) * plan.max_splits_per_seq;
+  DecodeWorkspaceLayout l;
+  l.lse_offset = align16(groups * 4);
+  l.out_offset = l.lse_offset + align16(slots * 4);
+  l.record_bytes = l.out_offset + slots * shape.head_dim * 4;
+  return l;
+}
+
 namespace {
 
 template <int HEAD_DIM, int STAGES>
@@ -41,9 +64,7 @@ struct DecodeConfig {
   static_assert(kMergeBytes <= 2 * STAGES * kKvTileBytes, "the merge area must fit in the K/V stages");
 };
 
-constexpr int kCombineHeads = 4;  // heads per combine CTA
-
-// Lengths a sequence must satisfy; both kernels skip it otherwise and the combine writes NaN.
+// Lengths a sequence must satisfy; the kernel writes NaN for a sequence that does not.
 __device__ __forceinline__ bool decode_length_ok(int kv_len, int64_t capacity, int split_tokens, int max_splits) {
   return kv_len <= capacity && (kv_len + split_tokens - 1) / split_tokens <= max_splits;
 }
@@ -54,13 +75,13 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
                         const uint16_t* __restrict__ v_pool, PagedKvLayout layout,
                         const int32_t* __restrict__ block_tables, int max_blocks_per_seq,
                         const int32_t* __restrict__ kv_lens, int n_heads, int group, int head_tiles, int split_tokens,
-                        int max_splits, float scale_log2, float* __restrict__ partial_out,
-                        float* __restrict__ partial_lse) {
+                        int max_splits, float scale_log2, DecodeWorkspaceLayout ws_layout,
+                        uint8_t* __restrict__ workspace, uint16_t* __restrict__ out) {
   using Cfg = DecodeConfig<HEAD_DIM, STAGES>;
   constexpr int kChunks = HEAD_DIM / 8;
   extern __shared__ __align__(128) uint8_t smem[];
 
-  // The next kernel (the combine) may launch at once: it waits for this grid before its reads.
+  // The next kernel may launch at once: it waits for this grid before its reads.
   allow_next_grid();
   // The lengths and block tables are step inputs the host wrote before the step, and every cached
   // position but the newest was written by earlier steps: only q and the newest K/V row come from
@@ -70,16 +91,25 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   const int kv_head = blockIdx.y / head_tiles;
   const int head_tile = blockIdx.y % head_tiles;
   const int kv_len = kv_lens[seq];
-  if (kv_len <= 0 ||
-      !decode_length_ok(kv_len, static_cast<int64_t>(max_blocks_per_seq) * layout.block_size, split_tokens, max_splits))
-    return;
-  const int n_splits = (kv_len + split_tokens - 1) / split_tokens;
-
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
   const int head0 = kv_head * group + head_tile * Cfg::kRows;
   const int n_rows = min(Cfg::kRows, group - head_tile * Cfg::kRows);
+  uint16_t* group_out = out + (static_cast<int64_t>(seq) * n_heads + head0) * HEAD_DIM;
+  if (kv_len <= 0 ||
+      !decode_length_ok(kv_len, static_cast<int64_t>(max_blocks_per_seq) * layout.block_size, split_tokens, max_splits)) {
+    // Nothing to attend to gives zeros, a sequence longer than the plan allows NaN; CTA 0 writes it.
+    if (blockIdx.x != 0) return;
+    wait_for_previous_grid();
+    const uint16_t fill = Mma<T>::pack(kv_len <= 0 ? 0.0f : NAN, 0.0f) & 0xffffu;
+    for (int i = tid; i < n_rows * HEAD_DIM; i += Cfg::kThreads) group_out[i] = fill;
+    return;
+  }
+  const int n_splits = (kv_len + split_tokens - 1) / split_tokens;
+  uint8_t* record = workspace + seq * ws_layout.record_bytes;
+  float* lse_all = reinterpret_cast<float*>(record + ws_layout.lse_offset);  // [head][split]
+  float* out_all = reinterpret_cast<float*>(record + ws_layout.out_offset);  // [head][split][HEAD_DIM]
   const int32_t* block_table = block_tables + static_cast<int64_t>(seq) * max_blocks_per_seq;
   const int block_shift = __ffs(layout.block_size) - 1;
   const int newest = kv_len - 1;
@@ -204,46 +234,44 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
         acc.w += o.w * weight;
       }
       const float inv_sum = 1.0f / sum;
-      const int64_t slot = (static_cast<int64_t>(seq) * n_heads + head0 + row) * max_splits + split;
-      *reinterpret_cast<float4*>(partial_out + slot * HEAD_DIM + d) =
+      const int64_t slot = static_cast<int64_t>(head0 + row) * max_splits + split;
+      *reinterpret_cast<float4*>(out_all + slot * HEAD_DIM + d) =
           make_float4(acc.x * inv_sum, acc.y * inv_sum, acc.z * inv_sum, acc.w * inv_sum);
-      if (d == 0) partial_lse[slot] = merged_max + log2f(sum);
+      if (d == 0) lse_all[slot] = merged_max + log2f(sum);
     }
   }  // splits
-}
+  if (static_cast<int>(blockIdx.x) >= n_splits) return;  // this CTA found no split
 
-// out = sum_s 2^lse_s * partial_s / sum_s 2^lse_s over a sequence's splits, in split order.
-template <class T, int HEAD_DIM>
-__global__ void __launch_bounds__(HEAD_DIM / 4 * kCombineHeads)
-    decode_combine_kernel(const float* __restrict__ partial_out, const float* __restrict__ partial_lse,
-                          uint16_t* __restrict__ out, const int32_t* __restrict__ kv_lens, int n_heads,
-                          int split_tokens, int max_splits, int64_t capacity) {
-  allow_next_grid();  // the next GEMM streams its weights while the splits are merged
-  wait_for_previous_grid();
-  const int seq = blockIdx.y;
-  const int head = blockIdx.x * kCombineHeads + threadIdx.y;
-  if (head >= n_heads) return;
-  const int d = threadIdx.x * 4;
-  const int kv_len = kv_lens[seq];
-  const int64_t row = static_cast<int64_t>(seq) * n_heads + head;
-  uint16_t* dst = out + row * HEAD_DIM + d;
+  // The CTAs that took splits count themselves in; the last one merges. Every thread fences its
+  // own partial writes before the count, and the merging CTA reads the partials from L2.
+  __shared__ int merges;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    const int participants = min(static_cast<int>(gridDim.x), n_splits);
+    int* counter = reinterpret_cast<int*>(record) + blockIdx.y;
+    const int before = participants == 1 ? 0 : atomicAdd(counter, 1);
+    merges = before == participants - 1;
+    if (merges && participants > 1) atomicExch(counter, 0);  // ready for the next launch
+    __threadfence();
+  }
+  __syncthreads();
+  if (!merges) return;
 
-  float result[4];
-  if (kv_len <= 0) {  // nothing to attend to
-    for (float& r : result) r = 0.0f;
-  } else if (!decode_length_ok(kv_len, capacity, split_tokens, max_splits)) {
-    for (float& r : result) r = NAN;
-  } else {
-    const int n_splits = (kv_len + split_tokens - 1) / split_tokens;
-    const float* lse = partial_lse + row * max_splits;
-    const float* part = partial_out + row * max_splits * HEAD_DIM + d;
+  // out = sum_s 2^lse_s * partial_s / sum_s 2^lse_s over the splits, in split order.
+  constexpr int kQuads = HEAD_DIM / 4;
+  for (int idx = tid; idx < n_rows * kQuads; idx += Cfg::kThreads) {
+    const int row = idx / kQuads;
+    const int d = (idx % kQuads) * 4;
+    const float* lse = lse_all + static_cast<int64_t>(head0 + row) * max_splits;
+    const float* part = out_all + static_cast<int64_t>(head0 + row) * max_splits * HEAD_DIM + d;
     float max_lse = -INFINITY;
-    for (int s = 0; s < n_splits; ++s) max_lse = fmaxf(max_lse, lse[s]);
+    for (int s = 0; s < n_splits; ++s) max_lse = fmaxf(max_lse, __ldcg(lse + s));
     float sum = 0.0f;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int s = 0; s < n_splits; ++s) {
-      const float weight = exp2f(lse[s] - max_lse);
-      const float4 o = *reinterpret_cast<const float4*>(part + static_cast<int64_t>(s) * HEAD_DIM);
+      const float weight = exp2f(__ldcg(lse + s) - max_lse);
+      const float4 o = __ldcg(reinterpret_cast<const float4*>(part + static_cast<int64_t>(s) * HEAD_DIM));
       sum += weight;
       acc.x += o.x * weight;
       acc.y += o.y * weight;
@@ -251,12 +279,9 @@ __global__ void __launch_bounds__(HEAD_DIM / 4 * kCombineHeads)
       acc.w += o.w * weight;
     }
     const float inv_sum = 1.0f / sum;
-    result[0] = acc.x * inv_sum;
-    result[1] = acc.y * inv_sum;
-    result[2] = acc.z * inv_sum;
-    result[3] = acc.w * inv_sum;
+    *reinterpret_cast<uint2*>(group_out + row * HEAD_DIM + d) =
+        make_uint2(Mma<T>::pack(acc.x * inv_sum, acc.y * inv_sum), Mma<T>::pack(acc.z * inv_sum, acc.w * inv_sum));
   }
-  *reinterpret_cast<uint2*>(dst) = make_uint2(Mma<T>::pack(result[0], result[1]), Mma<T>::pack(result[2], result[3]));
 }
 
 template <class F>
@@ -286,7 +311,10 @@ DecodeVariant choose_decode_variant(int head_dim, int batch, int n_kv_heads, int
   // fewer CTAs that each take several splits (split_ctas > 0, same bits) would spare that. It is
   // built and in the bitwise tests, but has not run on a GPU yet, so it stays off
   // (docs/kernels/attention.md).
-  return DecodeVariant{deep ? 4 : 2};
+  DecodeVariant v{deep ? 4 : 2};
+  if (std::getenv("FUSELM_EXPERIMENT_SPLIT_CTAS") != nullptr && sm_count > 0)  // EXPERIMENT
+    v.split_ctas = static_cast<int>(std::max<int64_t>(2, (sm_count + ctas_per_split - 1) / std::max<int64_t>(ctas_per_split, 1)));
+  return v;
 }
 
 Status decode_attention_variant(const DecodeVariant& variant, const void* q, void* out, DType dtype,
@@ -311,7 +339,6 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
     return Status::error(str_cat("decode_attention: n_kv_heads=", shape.n_kv_heads, " exceeds the grid limit"));
   const float scale_log2 = shape.scale * 1.4426950408889634f;
   const bool pdl = plan.pdl;  // launch_kernel drops it where this build's code has no griddepcontrol
-  const int64_t capacity = static_cast<int64_t>(kv.max_blocks_per_seq) * kv.layout.block_size;
 
   return dispatch_dtype(dtype, [&](auto type_tag) {
     using T = decltype(type_tag);
@@ -321,10 +348,6 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
       return dispatch_stages(variant.stages, [&](auto stages_tag) -> Status {
         constexpr int kStages = decltype(stages_tag)::value;
         using Cfg = DecodeConfig<kHeadDim, kStages>;
-        float* partial_out = static_cast<float*>(workspace);
-        float* partial_lse =
-            partial_out + static_cast<int64_t>(batch) * shape.n_heads * plan.max_splits_per_seq * kHeadDim;
-
         auto split_kernel = decode_split_kernel<T, kHeadDim, kStages>;
         FUSELM_CUDA_RETURN(
             cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
@@ -336,14 +359,8 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
             split_kernel, split_grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, pdl,
             static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k), static_cast<const uint16_t*>(kv.v),
             kv.layout, kv.block_tables, kv.max_blocks_per_seq, kv_lens, shape.n_heads, group, head_tiles,
-            plan.split_tokens, plan.max_splits_per_seq, scale_log2, partial_out, partial_lse));
-
-        const dim3 combine_grid(static_cast<unsigned>((shape.n_heads + kCombineHeads - 1) / kCombineHeads),
-                                static_cast<unsigned>(batch));
-        const dim3 combine_block(kHeadDim / 4, kCombineHeads);
-        FUSELM_CUDA_RETURN(launch_kernel(decode_combine_kernel<T, kHeadDim>, combine_grid, combine_block, 0, stream,
-                                         pdl, partial_out, partial_lse, static_cast<uint16_t*>(out), kv_lens,
-                                         shape.n_heads, plan.split_tokens, plan.max_splits_per_seq, capacity));
+            plan.split_tokens, plan.max_splits_per_seq, scale_log2, decode_workspace_layout(shape, plan),
+            static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out)));
         return Status();
       });
     };
@@ -354,10 +371,21 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
 }  // namespace attention_detail
 
 size_t decode_attention_workspace_bytes(const AttentionShape& shape, const DecodeAttentionPlan& plan, int max_batch) {
-  if (max_batch <= 0 || shape.n_heads <= 0 || shape.head_dim <= 0 || plan.max_splits_per_seq <= 0) return 0;
-  // Per (sequence, head, split): head_dim fp32 partial outputs plus one fp32 log2-sum-exp.
-  return static_cast<size_t>(max_batch) * shape.n_heads * plan.max_splits_per_seq * (shape.head_dim + 1) *
-         sizeof(float);
+  if (max_batch <= 0 || shape.n_heads <= 0 || shape.n_kv_heads <= 0 || shape.head_dim <= 0 ||
+      plan.max_splits_per_seq <= 0)
+    return 0;
+  return static_cast<size_t>(max_batch) * attention_detail::decode_workspace_layout(shape, plan).record_bytes;
+}
+
+Status decode_attention_init_workspace(void* workspace, const AttentionShape& shape, const DecodeAttentionPlan& plan,
+                                       int max_batch, cudaStream_t stream) {
+  if (decode_attention_workspace_bytes(shape, plan, max_batch) == 0) return Status();
+  if (!workspace) return Status::error("decode_attention_init_workspace: workspace must be set");
+  const attention_detail::DecodeWorkspaceLayout layout = attention_detail::decode_workspace_layout(shape, plan);
+  // Only the counters at the head of each sequence's record: the partials need no initial value.
+  FUSELM_CUDA_RETURN(cudaMemset2DAsync(workspace, static_cast<size_t>(layout.record_bytes), 0,
+                                       static_cast<size_t>(layout.lse_offset), static_cast<size_t>(max_batch), stream));
+  return Status();
 }
 
 Status decode_attention(const void* q, void* out, DType dtype, const AttentionShape& shape, const PagedKvView& kv,

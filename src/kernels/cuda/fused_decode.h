@@ -2,7 +2,7 @@
 // The fused decode step for small batches (m <= 16 tokens, one per sequence): per layer four
 // weight-streaming GEMMs with fused prologues/epilogues plus split-KV attention:
 //   qkv:     RMSNorm (folded) → Q/K/V projection → RoPE → paged KV append
-//   attn:    split-KV decode attention + combine
+//   attn:    split-KV decode attention (the last CTA of a head group merges the splits)
 //   o:       O projection + residual add (+ the FFN norm's x·g and sums of squares)
 //   gate_up: RMSNorm (folded) → gate/up projection → SwiGLU
 //   down:    down projection + residual add (+ the next layer's (or final) norm inputs)
@@ -54,6 +54,8 @@ struct FusedDecodeModel {
   // Launch the GEMMs and the attention with programmatic dependent launch (sm_90 code only; the
   // launchers drop it elsewhere): each GEMM streams its first weights while its predecessor ends.
   bool pdl = true;
+  // SkinnyGemmLaunch::early_successor for every GEMM of the step.
+  bool early_successor = false;
 };
 
 // Device buffers for up to kSkinnyGemmMaxTokens tokens; sizes from fused_decode_buffer_sizes.

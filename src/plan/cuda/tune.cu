@@ -236,6 +236,7 @@ AttentionResult tune_attention(const Plan& plan, const TuneOptions& options, siz
     t.split_tokens = split;
     const DecodeAttentionPlan attention_plan{split, (limits.max_seq_len + split - 1) / split};
     Buffer workspace(decode_attention_workspace_bytes(shape, attention_plan, max_batch), "the attention workspace");
+    FUSELM_THROW_IF_FAILED(decode_attention_init_workspace(workspace.get(), shape, attention_plan, max_batch, stream));
     for (size_t ci = 0; ci < r.cases.size(); ++ci) {
       const AttentionCase& c = r.cases[ci];
       const int blocks_per_seq = (c.kv_len + bs - 1) / bs;

@@ -175,6 +175,8 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
   inputs_host_ = PinnedBuffer::allocate(plan_.inputs.total, "per-step input staging");
 
   FUSELM_THROW_IF_FAILED(gemm_.init(act<void>(plan_.activations.gemm_workspace), GemmPlan::kWorkspaceBytes));
+  FUSELM_THROW_IF_FAILED(decode_attention_init_workspace(act<void>(plan_.activations.attention_workspace),
+                                                         attention_shape_, decode_plan_, limits.max_batch, stream_));
   qkv_shape_ = {q_dim + 2 * kv_dim, hidden, dtype_, dtype_};
   wo_shape_ = {hidden, q_dim, dtype_, dtype_};
   gate_up_shape_ = {2 * ffn, hidden, dtype_, dtype_};

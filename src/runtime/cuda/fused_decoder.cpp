@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
@@ -83,6 +84,7 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
   const int hidden = config.hidden_size, q_dim = config.q_dim(), kv_dim = config.kv_dim();
   const int ffn = config.intermediate_size, vocab = config.vocab_size;
   FusedDecodeModel& m = model_;
+  m.early_successor = std::getenv("FUSELM_EXPERIMENT_EARLY_SUCCESSOR") != nullptr;  // EXPERIMENT
   m.dtype = dtype;
   m.hidden = hidden;
   m.n_heads = config.num_heads;
@@ -161,6 +163,9 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
   step_buffers_.attn = buffers_.at<void>(attn);
   step_buffers_.act = buffers_.at<void>(act);
   step_buffers_.attention_workspace = buffers_.at<void>(workspace);
+  FUSELM_THROW_IF_FAILED(decode_attention_init_workspace(step_buffers_.attention_workspace,
+                                                         AttentionShape{m.n_heads, m.n_kv_heads, m.head_dim, 0.0f}, attention_plan_,
+                                                         kSkinnyGemmMaxTokens, stream));
   logits_ = buffers_.at<float>(logits);
   FUSELM_CUDA_THROW(cudaStreamSynchronize(stream));
 }
