@@ -28,13 +28,13 @@ std::string join_ints(const std::vector<int>& v) {
   return out;
 }
 
-// Decode attention's first kernel grid, as decode_attention sizes it: (splits, kv heads x 16-head
-// tiles of a GQA group, sequences) for the tensor-core kernel; (heads, sequences) for the fallback.
+// Decode attention's kernel grid, as decode_attention sizes it: (kv heads x 16-head tiles of a GQA
+// group, sequences, split slots) for the tensor-core kernel; (heads, sequences) for the fallback.
 std::array<int, 3> attention_grid(const Plan& plan, int batch) {
   const PlanModel& m = plan.model;
   if (plan.decode.attention.kernel == "mma") {
     const int group = m.num_heads / std::max(m.num_kv_heads, 1);
-    return {plan.decode.attention.max_splits_per_seq, m.num_kv_heads * static_cast<int>(ceil_div(group, 16)), batch};
+    return {m.num_kv_heads * static_cast<int>(ceil_div(group, 16)), batch, plan.decode.attention.max_splits_per_seq};
   }
   return {m.num_heads, batch, 1};
 }

@@ -287,7 +287,7 @@ TEST(PlanBuckets, DecodeChoicesAreTheSameForEveryBucket) {
     for (const DecodeBucket& b : p.decode.buckets) {
       batches.push_back(b.batch);
       EXPECT_EQ(b.gemm_launches, (b.batch + 15) / 16);
-      EXPECT_EQ(b.attention_grid, (std::array<int, 3>{32, 8, b.batch}));
+      EXPECT_EQ(b.attention_grid, (std::array<int, 3>{8, b.batch, 32}));
     }
     EXPECT_EQ(batches, decode_batch_buckets(max_batch));
     for (int batch = 1; batch <= max_batch; ++batch) {

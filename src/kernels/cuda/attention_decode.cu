@@ -87,9 +87,14 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   // position but the newest was written by earlier steps: only q and the newest K/V row come from
   // the previous kernel (the QKV projection). So the K/V stages of the prologue are issued before
   // waiting for it, and overlap its tail; q and the newest row follow the wait.
-  const int seq = blockIdx.z;
-  const int kv_head = blockIdx.y / head_tiles;
-  const int head_tile = blockIdx.y % head_tiles;
+  // Grid (head group, sequence, split slot): the CTAs of split slot 0 of every group are dispatched
+  // first, then slot 1, ..., so the slots past a short sequence's splits, which a graph sized for
+  // the longest sequence carries and which exit at once, come after the CTAs that have work.
+  const int group_index = blockIdx.x;
+  const int seq = blockIdx.y;
+  const int slot = blockIdx.z;
+  const int kv_head = group_index / head_tiles;
+  const int head_tile = group_index % head_tiles;
   const int kv_len = kv_lens[seq];
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -100,7 +105,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   if (kv_len <= 0 ||
       !decode_length_ok(kv_len, static_cast<int64_t>(max_blocks_per_seq) * layout.block_size, split_tokens, max_splits)) {
     // Nothing to attend to gives zeros, a sequence longer than the plan allows NaN; CTA 0 writes it.
-    if (blockIdx.x != 0) return;
+    if (slot != 0) return;
     wait_for_previous_grid();
     const uint16_t fill = Mma<T>::pack(kv_len <= 0 ? 0.0f : NAN, 0.0f) & 0xffffu;
     for (int i = tid; i < n_rows * HEAD_DIM; i += Cfg::kThreads) group_out[i] = fill;
@@ -118,9 +123,9 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   auto k_tile = [&](int stage) { return q_tile + Cfg::kQTileBytes + stage * 2 * Cfg::kKvTileBytes; };
   auto v_tile = [&](int stage) { return k_tile(stage) + Cfg::kKvTileBytes; };
 
-  // A CTA takes splits blockIdx.x, + gridDim.x, ...: the same work per split whoever does it.
-  for (int split = blockIdx.x; split < n_splits; split += gridDim.x) {
-    if (split != blockIdx.x) __syncthreads();  // the previous split's merge reads are done
+  // A CTA takes splits slot, slot + gridDim.z, ...: the same work per split whoever does it.
+  for (int split = slot; split < n_splits; split += gridDim.z) {
+    if (split != slot) __syncthreads();  // the previous split's merge reads are done
 
     const int split_begin = split * split_tokens;
     const int split_end = min(kv_len, split_begin + split_tokens);
@@ -240,7 +245,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       if (d == 0) lse_all[slot] = merged_max + log2f(sum);
     }
   }  // splits
-  if (static_cast<int>(blockIdx.x) >= n_splits) return;  // this CTA found no split
+  if (slot >= n_splits) return;  // this CTA found no split
 
   // The CTAs that took splits count themselves in; the last one merges. Every thread fences its
   // own partial writes before the count, and the merging CTA reads the partials from L2.
@@ -248,8 +253,8 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   __threadfence();
   __syncthreads();
   if (tid == 0) {
-    const int participants = min(static_cast<int>(gridDim.x), n_splits);
-    int* counter = reinterpret_cast<int*>(record) + blockIdx.y;
+    const int participants = min(static_cast<int>(gridDim.z), n_splits);
+    int* counter = reinterpret_cast<int*>(record) + group_index;
     const int before = participants == 1 ? 0 : atomicAdd(counter, 1);
     merges = before == participants - 1;
     if (merges && participants > 1) atomicExch(counter, 0);  // ready for the next launch
@@ -335,8 +340,9 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
         "(size it with decode_attention_workspace_bytes)");
   const int group = shape.n_heads / shape.n_kv_heads;
   const int head_tiles = (group + 15) / 16;
-  if (static_cast<int64_t>(shape.n_kv_heads) * head_tiles > 65535)
-    return Status::error(str_cat("decode_attention: n_kv_heads=", shape.n_kv_heads, " exceeds the grid limit"));
+  if (batch > 65535 || plan.max_splits_per_seq > 65535)
+    return Status::error(str_cat("decode_attention: batch=", batch, " or max_splits_per_seq=", plan.max_splits_per_seq,
+                                 " exceeds the grid limit of 65535"));
   const float scale_log2 = shape.scale * 1.4426950408889634f;
   const bool pdl = plan.pdl;  // launch_kernel drops it where this build's code has no griddepcontrol
 
@@ -353,8 +359,8 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
             cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
         const int split_ctas = variant.split_ctas > 0 ? std::min(variant.split_ctas, plan.max_splits_per_seq)
                                                       : plan.max_splits_per_seq;
-        const dim3 split_grid(static_cast<unsigned>(split_ctas),
-                              static_cast<unsigned>(shape.n_kv_heads * head_tiles), static_cast<unsigned>(batch));
+        const dim3 split_grid(static_cast<unsigned>(shape.n_kv_heads * head_tiles), static_cast<unsigned>(batch),
+                              static_cast<unsigned>(split_ctas));
         FUSELM_CUDA_RETURN(launch_kernel(
             split_kernel, split_grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, pdl,
             static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k), static_cast<const uint16_t*>(kv.v),

@@ -123,8 +123,7 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
   const SkinnyNorm norm{buf.partials, tiles, model.hidden, model.eps};
   const AttentionShape shape{model.n_heads, model.n_kv_heads, model.head_dim, 1.0f / std::sqrt(float(model.head_dim))};
   const FusedDecodeVariants& v = model.variants;
-  SkinnyGemmLaunch launch{model.pdl};
-  launch.early_successor = model.early_successor;
+  const SkinnyGemmLaunch launch{model.pdl};
   DecodeAttentionPlan attention = attention_plan;
   attention.pdl = model.pdl;
 

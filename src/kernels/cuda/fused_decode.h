@@ -54,8 +54,6 @@ struct FusedDecodeModel {
   // Launch the GEMMs and the attention with programmatic dependent launch (sm_90 code only; the
   // launchers drop it elsewhere): each GEMM streams its first weights while its predecessor ends.
   bool pdl = true;
-  // SkinnyGemmLaunch::early_successor for every GEMM of the step.
-  bool early_successor = false;
 };
 
 // Device buffers for up to kSkinnyGemmMaxTokens tokens; sizes from fused_decode_buffer_sizes.

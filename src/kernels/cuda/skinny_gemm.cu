@@ -331,7 +331,7 @@ template <typename T, int MT, int RT, int WARPS, class Epilogue>
 __global__ void __launch_bounds__(WARPS * 32)
     skinny_gemm_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
                        const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split, SkinnyNorm norm,
-                       bool early_successor, Epilogue epilogue) {
+                       Epilogue epilogue) {
   using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
   constexpr int U = Pipe::kStageKTiles, STAGES = Pipe::kStages, XS = Pipe::kXStride, kFrag = Pipe::kFrag;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -383,11 +383,9 @@ __global__ void __launch_bounds__(WARPS * 32)
     cp_async_commit();
   }
   // Once a warp's last weight stage is issued the next kernel may start streaming its own weights
-  // (the first call in a CTA is the one that counts), or, with early_successor, once this grid
-  // may read its inputs.
+  // (the first call in a CTA is the one that counts).
   if (stages <= STAGES - 1) allow_next_grid();
   wait_for_previous_grid();
-  if (early_successor) allow_next_grid();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) issue_x(s);
   cp_async_commit();
@@ -511,7 +509,7 @@ template <typename T, int MT, int RT, int WARPS, class Epilogue>
 __global__ void __launch_bounds__((WARPS + 1) * 32)
     skinny_gemm_cta_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
                            const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split,
-                           SkinnyNorm norm, bool early_successor, Epilogue epilogue) {
+                           SkinnyNorm norm, Epilogue epilogue) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Pipe = CtaPipe<T, MT, RT, WARPS>;
   constexpr int NT = Pipe::kTiles, U = Pipe::kStageKTiles, STAGES = Pipe::kStages, XS = Pipe::kXStride;
@@ -572,7 +570,6 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
     if (lane == 0)
       for (int s = 0; s < prologue; ++s) issue_weights(s);
     wait_for_previous_grid();
-    if (early_successor) allow_next_grid();
     for (int s = 0; s < prologue; ++s) issue_x(s);
     for (int s = STAGES; s < stages; ++s) {
       const int b = s % STAGES;
@@ -617,8 +614,8 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
     wait_for_previous_grid();  // (a no-op by now when the CTA has stages) before norm and epilogue reads
   }
   // The weight stream is issued and consumed: the next kernel may start streaming its own. (Letting
-  // it start when this grid starts was slower on the 8B step: docs/kernels/fused_decode.md;
-  // early_successor lets it start once this grid has waited for its own predecessor.)
+  // it start when this grid starts was slower on the 8B step, and when this grid has waited for its
+  // predecessor no faster: docs/kernels/fused_decode.md.)
   allow_next_grid();
 
   __syncthreads();  // all stages consumed: the pipeline memory now holds the partial sums
@@ -762,7 +759,7 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
     config.attrs = attrs.attrs;
     config.numAttrs = attrs.count;
     FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
-                                          v.k_split, norm, options.early_successor, epi));
+                                          v.k_split, norm, epi));
     return Status();
   }
   using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
@@ -779,7 +776,7 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
   config.attrs = attrs.attrs;
   config.numAttrs = attrs.count;
   FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
-                                        v.k_split, norm, options.early_successor, epi));
+                                        v.k_split, norm, epi));
   return Status();
 }
 

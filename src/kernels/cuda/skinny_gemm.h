@@ -106,10 +106,6 @@ struct SkinnyGemmLaunch {
   // At m = 1, run a CTA-pipeline variant with k_split 4 or 8 on its warp-pipeline twin (rt1_w4 /
   // rt1_w8: the same K pieces added in the same order, so the same bits; faster for one token).
   bool single_token_twin = true;
-  // With pdl: let the next kernel launch as soon as this one has waited for its predecessor (its
-  // CTAs then stream their first weight stages while this kernel runs), not once this kernel's
-  // weight stream is issued. Same results; only the overlap differs.
-  bool early_successor = false;
 };
 
 // out[m][n] (+)= result, written as `out_dtype` (F32, BF16 or F16) with row stride out_stride.

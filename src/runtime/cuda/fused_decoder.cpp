@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
@@ -84,7 +83,6 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
   const int hidden = config.hidden_size, q_dim = config.q_dim(), kv_dim = config.kv_dim();
   const int ffn = config.intermediate_size, vocab = config.vocab_size;
   FusedDecodeModel& m = model_;
-  m.early_successor = std::getenv("FUSELM_EXPERIMENT_EARLY_SUCCESSOR") != nullptr;  // EXPERIMENT
   m.dtype = dtype;
   m.hidden = hidden;
   m.n_heads = config.num_heads;
