@@ -69,8 +69,8 @@ using attention_detail::PrefillVariant;
 
 // Every instantiated variant is checked on the same inputs; the public launchers pick one.
 const std::vector<PrefillVariant> kPrefillVariants{{16, 64}, {32, 64}, {32, 32}};
-// Stage counts, and CTAs that each take several of a sequence's splits (split_ctas 1 and 3): same bits.
-const std::vector<DecodeVariant> kDecodeVariants{{2}, {3}, {4}, {2, 1}, {4, 3}};
+// Stage counts, and grids of 1, 3 and 7 CTAs that each take many splits (one wave by default): same bits.
+const std::vector<DecodeVariant> kDecodeVariants{{2}, {3}, {4}, {2, 1}, {4, 3}, {3, 7}};
 
 std::string variant_str(const PrefillVariant& v) {
   return "rows_per_warp=" + std::to_string(v.rows_per_warp) + " keys_per_tile=" + std::to_string(v.keys_per_tile);
@@ -181,9 +181,10 @@ INSTANTIATE_TEST_SUITE_P(Attention, PrefillTest, testing::ValuesIn(all_prefill_c
 std::vector<uint16_t> run_decode(DType dtype, const AttentionShape& shape, int block_size,
                                  const DecodeAttentionPlan& plan, const std::vector<const SeqKv*>& seqs,
                                  const std::vector<uint16_t>& q, std::mt19937& rng,
-                                 const DecodeVariant* variant = nullptr) {
+                                 const DecodeVariant* variant = nullptr, const std::vector<int32_t>* lens = nullptr) {
   PagedCache cache;
   build_paged_cache(cache, seqs, PagedKvLayout{block_size, shape.n_kv_heads, shape.head_dim}, rng);
+  if (lens && !cache.kv_lens.upload(*lens)) return {};
   const int batch = static_cast<int>(seqs.size());
   DeviceBuffer<uint16_t> q_dev(q);
   DeviceBuffer<uint16_t> out_dev(std::vector<uint16_t>(q.size(), kNanBits));
@@ -242,7 +243,7 @@ void check_decode(DType dtype, int head_dim, int n_kv_heads, int group, int bloc
     ASSERT_EQ(outs.back().size(), q.size());
     // Every variant adds the same numbers in the same order: the bits may not change.
     EXPECT_TRUE(outs.back() == outs.front())
-        << "stages " << variant.stages << ", split_ctas " << variant.split_ctas << " differ bitwise from stages "
+        << "stages " << variant.stages << ", ctas " << variant.ctas << " differ bitwise from stages "
         << kDecodeVariants.front().stages << " (batch " << lens.size() << ", split " << split_tokens << ")";
   }
   for (size_t b = 0; b < lens.size(); ++b) {
@@ -255,7 +256,38 @@ void check_decode(DType dtype, int head_dim, int n_kv_heads, int group, int bloc
                        " (kv_len=" + std::to_string(lens[b]) + ", block_size=" + std::to_string(block_size) +
                        ", split_tokens=" + std::to_string(split_tokens) +
                        ", stages=" + std::to_string(kDecodeVariants[v].stages) +
-                       ", split_ctas=" + std::to_string(kDecodeVariants[v].split_ctas) + ")");
+                       ", ctas=" + std::to_string(kDecodeVariants[v].ctas) + ")");
+    }
+  }
+}
+
+// kv_len 0 gives zeros and a length past the block table NaN, whichever CTA writes them (every
+// grid size), next to sequences with work and without reading outside their tables.
+TEST(AttentionDecode, EmptyAndInconsistentLengths) {
+  REQUIRE_CUDA_DEVICE();
+  const DType dtype = DType::BF16;
+  std::mt19937 rng(5);
+  const int n_kv_heads = 2, group = 4, head_dim = 128, n_heads = n_kv_heads * group;
+  const AttentionShape shape{n_heads, n_kv_heads, head_dim, 1.0f / std::sqrt(static_cast<float>(head_dim))};
+  std::vector<SeqKv> seqs;
+  for (int len : {40, 20, 70, 20}) seqs.push_back(random_seq_kv(dtype, len, n_kv_heads, head_dim, rng));
+  const std::vector<const SeqKv*> ptrs{&seqs[0], &seqs[1], &seqs[2], &seqs[3]};
+  // Split 32, 3 slots: 70 tokens fit the tables (5 blocks of 16), 97 would not.
+  const DecodeAttentionPlan plan{32, 3};
+  const std::vector<int32_t> lens{40, 0, 70, 97};
+  const size_t row = static_cast<size_t>(n_heads) * head_dim;
+  const std::vector<uint16_t> q = random_bits(dtype, 4 * row, 3.0f, rng);
+  for (const DecodeVariant& variant : kDecodeVariants) {
+    const std::vector<uint16_t> out = run_decode(dtype, shape, 16, plan, ptrs, q, rng, &variant, &lens);
+    ASSERT_EQ(out.size(), q.size());
+    const std::string what = "stages " + std::to_string(variant.stages) + ", ctas " + std::to_string(variant.ctas);
+    for (size_t i = row; i < 2 * row; ++i) ASSERT_EQ(from_bits(dtype, out[i]), 0.0f) << what << ", kv_len 0";
+    for (size_t i = 3 * row; i < 4 * row; ++i) ASSERT_TRUE(std::isnan(from_bits(dtype, out[i]))) << what << ", kv_len 97";
+    for (int b : {0, 2}) {
+      const std::vector<uint16_t> q_b(q.begin() + b * row, q.begin() + (b + 1) * row);
+      expect_close(dtype, std::vector<uint16_t>(out.begin() + b * row, out.begin() + (b + 1) * row),
+                   reference(dtype, q_b, seqs[b], 1, n_heads, n_kv_heads, head_dim, shape.scale),
+                   what + ", kv_len " + std::to_string(lens[b]));
     }
   }
 }
@@ -628,8 +660,8 @@ TEST(AttentionBench, DISABLED_Decode) {
     int batch, len, n_heads, n_kv_heads, head_dim, split;
     int slots = 0;  // split slots per sequence (max_splits_per_seq): 0 = as many as len needs
   };
-  // "N slots": an engine sized for longer sequences than these (a graph's grid has one CTA per
-  // slot, most of them empty for short sequences): 32 slots at 8k positions, 129 past 32k.
+  // "N slots": an engine sized for longer sequences than these (32 split slots per sequence at 8k
+  // positions, 129 past 32k): the grid no longer depends on it, the workspace does.
   const Case cases[] = {
       {"llama3-8b b1 kv2000", 1, 2000, 32, 8, 128, 256},
       {"llama3-8b b1 kv2000 split64", 1, 2000, 32, 8, 128, 64},
@@ -645,12 +677,16 @@ TEST(AttentionBench, DISABLED_Decode) {
       {"llama3-8b b64 kv512 32 slots", 64, 512, 32, 8, 128, 256, 32},
       {"llama3-8b b1 kv32768 129 slots", 1, 32768, 32, 8, 128, 256, 129},
       {"llama3-8b b16 kv8192 32 slots", 16, 8192, 32, 8, 128, 256, 32},
+      {"llama3-8b b1 kv512 split128", 1, 512, 32, 8, 128, 128, 64},
+      {"llama3-8b b1 kv32768 split128", 1, 32768, 32, 8, 128, 128, 257},
+      {"llama3-8b b16 kv8192 split128", 16, 8192, 32, 8, 128, 128, 64},
+      {"llama3.2-1b b1 kv512 split128", 1, 512, 32, 8, 64, 128, 257},
   };
   int device = 0, sms = 0, max_smem = 0;
   ASSERT_CUDA(cudaGetDevice(&device));
   ASSERT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   ASSERT_CUDA(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  std::printf("[bench] %-32s %7s %10s %10s %12s %10s\n", "decode case", "stages", "split_ctas", "time(us)", "KV bytes",
+  std::printf("[bench] %-32s %7s %10s %10s %12s %10s\n", "decode case", "stages", "ctas", "time(us)", "KV bytes",
               "GB/s");
   for (const Case& c : cases) {
     std::mt19937 rng(11);
@@ -664,15 +700,9 @@ TEST(AttentionBench, DISABLED_Decode) {
     DeviceBuffer<uint8_t> ws(decode_attention_workspace_bytes(shape, plan, c.batch));
     ASSERT_TRUE(cache.k.get() && q.get() && out.get() && ws.get());
     ASSERT_TRUE(decode_attention_init_workspace(ws.get(), shape, plan, c.batch, nullptr).ok());
-    // The test variants, then the launcher's choice with one CTA per slot and with about one wave
-    // of CTAs sharing the splits (max(2, ceil(SMs / (batch x kv heads))) per sequence and group).
-    std::vector<DecodeVariant> variants = kDecodeVariants;
-    DecodeVariant chosen = attention_detail::choose_decode_variant(c.head_dim, c.batch, c.n_kv_heads, sms, max_smem);
-    chosen.split_ctas = 0;
-    variants.push_back(chosen);
-    const int64_t groups = int64_t{c.batch} * c.n_kv_heads;
-    chosen.split_ctas = static_cast<int>(std::max<int64_t>(2, (sms + groups - 1) / groups));
-    variants.push_back(chosen);
+    // Each stage count with one wave of CTAs, then the launcher's choice.
+    std::vector<DecodeVariant> variants{{2}, {3}, {4}};
+    variants.push_back(attention_detail::choose_decode_variant(c.head_dim, c.batch, c.n_kv_heads, sms, max_smem));
     for (const DecodeVariant& variant : variants) {
       auto run = [&] {
         return attention_detail::decode_attention_variant(variant, q.get(), out.get(), DType::BF16, shape, cache.view,
@@ -682,7 +712,7 @@ TEST(AttentionBench, DISABLED_Decode) {
       ASSERT_CUDA(cudaDeviceSynchronize());
       const double ms = median_ms([&] { (void)run(); });
       const double kv_bytes = 2.0 * c.batch * c.len * c.n_kv_heads * c.head_dim * 2;
-      std::printf("[bench] %-32s %7d %10d %10.1f %12.0f %10.0f\n", c.name, variant.stages, variant.split_ctas,
+      std::printf("[bench] %-32s %7d %10d %10.1f %12.0f %10.0f\n", c.name, variant.stages, variant.ctas,
                   ms * 1e3, kv_bytes, kv_bytes / ms / 1e6);
     }
   }

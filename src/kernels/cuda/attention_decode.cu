@@ -69,63 +69,82 @@ __device__ __forceinline__ bool decode_length_ok(int kv_len, int64_t capacity, i
   return kv_len <= capacity && (kv_len + split_tokens - 1) / split_tokens <= max_splits;
 }
 
+// Walks the step's work items in increasing order: item i of the step is split i % n_splits of
+// head group (i / n_splits) % groups of the first sequence whose items reach past i (sequences
+// whose length is 0 or over the plan's limit have none). A CTA asks for its items in increasing
+// order, so the cursor only moves forward.
+struct DecodeItemCursor {
+  int seq = 0, n_splits = 0, kv_len = 0;
+  int64_t first_item = 0;  // index of the sequence's first item
+
+  __device__ bool seek(int64_t item, const int32_t* __restrict__ kv_lens, int batch, int groups, int64_t capacity,
+                       int split_tokens, int max_splits) {
+    while (seq < batch) {
+      if (item < first_item + static_cast<int64_t>(n_splits) * groups) return true;
+      first_item += static_cast<int64_t>(n_splits) * groups;
+      if (++seq < batch) load(kv_lens, capacity, split_tokens, max_splits);
+    }
+    return false;
+  }
+  __device__ void load(const int32_t* __restrict__ kv_lens, int64_t capacity, int split_tokens, int max_splits) {
+    kv_len = kv_lens[seq];
+    n_splits = kv_len > 0 && decode_length_ok(kv_len, capacity, split_tokens, max_splits)
+                   ? (kv_len + split_tokens - 1) / split_tokens
+                   : 0;
+  }
+};
+
 template <class T, int HEAD_DIM, int STAGES>
 __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     decode_split_kernel(const uint16_t* __restrict__ q, const uint16_t* __restrict__ k_pool,
                         const uint16_t* __restrict__ v_pool, PagedKvLayout layout,
                         const int32_t* __restrict__ block_tables, int max_blocks_per_seq,
-                        const int32_t* __restrict__ kv_lens, int n_heads, int group, int head_tiles, int split_tokens,
-                        int max_splits, float scale_log2, DecodeWorkspaceLayout ws_layout,
+                        const int32_t* __restrict__ kv_lens, int batch, int n_heads, int group, int head_tiles,
+                        int n_groups, int split_tokens, int max_splits, float scale_log2, DecodeWorkspaceLayout ws_layout,
                         uint8_t* __restrict__ workspace, uint16_t* __restrict__ out) {
   using Cfg = DecodeConfig<HEAD_DIM, STAGES>;
   constexpr int kChunks = HEAD_DIM / 8;
+  constexpr int kQuads = HEAD_DIM / 4;  // float4 groups per row
   extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ int merges;
 
   // The next kernel may launch at once: it waits for this grid before its reads.
   allow_next_grid();
-  // The lengths and block tables are step inputs the host wrote before the step, and every cached
-  // position but the newest was written by earlier steps: only q and the newest K/V row come from
-  // the previous kernel (the QKV projection). So the K/V stages of the prologue are issued before
-  // waiting for it, and overlap its tail; q and the newest row follow the wait.
-  // Grid (head group, sequence, split slot): the CTAs of split slot 0 of every group are dispatched
-  // first, then slot 1, ..., so the slots past a short sequence's splits, which a graph sized for
-  // the longest sequence carries and which exit at once, come after the CTAs that have work.
-  const int group_index = blockIdx.x;
-  const int seq = blockIdx.y;
-  const int slot = blockIdx.z;
-  const int kv_head = group_index / head_tiles;
-  const int head_tile = group_index % head_tiles;
-  const int kv_len = kv_lens[seq];
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const int head0 = kv_head * group + head_tile * Cfg::kRows;
-  const int n_rows = min(Cfg::kRows, group - head_tile * Cfg::kRows);
-  uint16_t* group_out = out + (static_cast<int64_t>(seq) * n_heads + head0) * HEAD_DIM;
-  if (kv_len <= 0 ||
-      !decode_length_ok(kv_len, static_cast<int64_t>(max_blocks_per_seq) * layout.block_size, split_tokens, max_splits)) {
-    // Nothing to attend to gives zeros, a sequence longer than the plan allows NaN; CTA 0 writes it.
-    if (slot != 0) return;
-    wait_for_previous_grid();
-    const uint16_t fill = Mma<T>::pack(kv_len <= 0 ? 0.0f : NAN, 0.0f) & 0xffffu;
-    for (int i = tid; i < n_rows * HEAD_DIM; i += Cfg::kThreads) group_out[i] = fill;
-    return;
-  }
-  const int n_splits = (kv_len + split_tokens - 1) / split_tokens;
-  uint8_t* record = workspace + seq * ws_layout.record_bytes;
-  float* lse_all = reinterpret_cast<float*>(record + ws_layout.lse_offset);  // [head][split]
-  float* out_all = reinterpret_cast<float*>(record + ws_layout.out_offset);  // [head][split][HEAD_DIM]
-  const int32_t* block_table = block_tables + static_cast<int64_t>(seq) * max_blocks_per_seq;
+  const int64_t capacity = static_cast<int64_t>(max_blocks_per_seq) * layout.block_size;
   const int block_shift = __ffs(layout.block_size) - 1;
-  const int newest = kv_len - 1;
-
   const uint32_t q_tile = smem_addr(smem);
   auto k_tile = [&](int stage) { return q_tile + Cfg::kQTileBytes + stage * 2 * Cfg::kKvTileBytes; };
   auto v_tile = [&](int stage) { return k_tile(stage) + Cfg::kKvTileBytes; };
 
-  // A CTA takes splits slot, slot + gridDim.z, ...: the same work per split whoever does it.
-  for (int split = slot; split < n_splits; split += gridDim.z) {
-    if (split != slot) __syncthreads();  // the previous split's merge reads are done
+  // The grid is one wave of CTAs, fixed when a graph is captured, while the items follow the
+  // sequences' lengths: a CTA takes items x, x + gridDim.x, ... (the same work per item whoever
+  // does it), so no CTA is launched for nothing and a long sequence's splits spread over the GPU.
+  // The lengths and block tables are step inputs the host wrote before the step, and every cached
+  // position but the newest was written by earlier steps: only q and the newest K/V row come from
+  // the previous kernel (the QKV projection). So the first item's K/V prologue is issued before
+  // waiting for it, and overlaps its tail; q and the newest row follow the wait.
+  DecodeItemCursor cursor;
+  if (batch > 0) cursor.load(kv_lens, capacity, split_tokens, max_splits);
+  bool waited = false;
+  for (int64_t item = blockIdx.x;
+       cursor.seek(item, kv_lens, batch, n_groups, capacity, split_tokens, max_splits); item += gridDim.x) {
+    if (item != blockIdx.x) __syncthreads();  // the previous item's shared-memory reads are done
+    const int seq = cursor.seq, kv_len = cursor.kv_len, n_splits = cursor.n_splits;
+    const int within = static_cast<int>(item - cursor.first_item);
+    const int group_index = within / n_splits;
+    const int split = within % n_splits;
+    const int kv_head = group_index / head_tiles;
+    const int head_tile = group_index % head_tiles;
+    const int head0 = kv_head * group + head_tile * Cfg::kRows;
+    const int n_rows = min(Cfg::kRows, group - head_tile * Cfg::kRows);
+    uint8_t* record = workspace + seq * ws_layout.record_bytes;
+    float* lse_all = reinterpret_cast<float*>(record + ws_layout.lse_offset);  // [head][split]
+    float* out_all = reinterpret_cast<float*>(record + ws_layout.out_offset);  // [head][split][HEAD_DIM]
+    const int32_t* block_table = block_tables + static_cast<int64_t>(seq) * max_blocks_per_seq;
+    const int newest = kv_len - 1;
 
     const int split_begin = split * split_tokens;
     const int split_end = min(kv_len, split_begin + split_tokens);
@@ -147,7 +166,10 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       if (stage < n_steps) load_kv(stage, stage, newest);
       cp_async_commit();
     }
-    wait_for_previous_grid();
+    if (!waited) {
+      wait_for_previous_grid();
+      waited = true;
+    }
     static_assert((Cfg::kRows * kChunks) % Cfg::kThreads == 0, "Q chunks must split evenly over the threads");
     #pragma unroll
     for (int i = 0; i < Cfg::kRows * kChunks / Cfg::kThreads; ++i) {
@@ -216,7 +238,6 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     }
     __syncthreads();
 
-    constexpr int kQuads = HEAD_DIM / 4;  // float4 groups per row
     for (int idx = tid; idx < Cfg::kRows * kQuads; idx += Cfg::kThreads) {
       const int row = idx / kQuads;
       const int d = (idx % kQuads) * 4;
@@ -244,48 +265,60 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
           make_float4(acc.x * inv_sum, acc.y * inv_sum, acc.z * inv_sum, acc.w * inv_sum);
       if (d == 0) lse_all[slot] = merged_max + log2f(sum);
     }
-  }  // splits
-  if (slot >= n_splits) return;  // this CTA found no split
 
-  // The CTAs that took splits count themselves in; the last one merges. Every thread fences its
-  // own partial writes before the count, and the merging CTA reads the partials from L2.
-  __shared__ int merges;
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) {
-    const int participants = min(static_cast<int>(gridDim.z), n_splits);
-    int* counter = reinterpret_cast<int*>(record) + group_index;
-    const int before = participants == 1 ? 0 : atomicAdd(counter, 1);
-    merges = before == participants - 1;
-    if (merges && participants > 1) atomicExch(counter, 0);  // ready for the next launch
+    // Each split counts itself in for its head group; the CTA that brings the count to n_splits
+    // merges the group. Every thread fences its own partial writes before the count, and the
+    // merging CTA reads the partials from L2.
     __threadfence();
-  }
-  __syncthreads();
-  if (!merges) return;
-
-  // out = sum_s 2^lse_s * partial_s / sum_s 2^lse_s over the splits, in split order.
-  constexpr int kQuads = HEAD_DIM / 4;
-  for (int idx = tid; idx < n_rows * kQuads; idx += Cfg::kThreads) {
-    const int row = idx / kQuads;
-    const int d = (idx % kQuads) * 4;
-    const float* lse = lse_all + static_cast<int64_t>(head0 + row) * max_splits;
-    const float* part = out_all + static_cast<int64_t>(head0 + row) * max_splits * HEAD_DIM + d;
-    float max_lse = -INFINITY;
-    for (int s = 0; s < n_splits; ++s) max_lse = fmaxf(max_lse, __ldcg(lse + s));
-    float sum = 0.0f;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int s = 0; s < n_splits; ++s) {
-      const float weight = exp2f(__ldcg(lse + s) - max_lse);
-      const float4 o = __ldcg(reinterpret_cast<const float4*>(part + static_cast<int64_t>(s) * HEAD_DIM));
-      sum += weight;
-      acc.x += o.x * weight;
-      acc.y += o.y * weight;
-      acc.z += o.z * weight;
-      acc.w += o.w * weight;
+    __syncthreads();
+    if (tid == 0) {
+      int* counter = reinterpret_cast<int*>(record) + group_index;
+      const int before = n_splits == 1 ? 0 : atomicAdd(counter, 1);
+      merges = before == n_splits - 1;
+      if (merges && n_splits > 1) atomicExch(counter, 0);  // ready for the next launch
+      __threadfence();
     }
-    const float inv_sum = 1.0f / sum;
-    *reinterpret_cast<uint2*>(group_out + row * HEAD_DIM + d) =
-        make_uint2(Mma<T>::pack(acc.x * inv_sum, acc.y * inv_sum), Mma<T>::pack(acc.z * inv_sum, acc.w * inv_sum));
+    __syncthreads();
+    if (!merges) continue;
+
+    // out = sum_s 2^lse_s * partial_s / sum_s 2^lse_s over the splits, in split order.
+    uint16_t* group_out = out + (static_cast<int64_t>(seq) * n_heads + head0) * HEAD_DIM;
+    for (int idx = tid; idx < n_rows * kQuads; idx += Cfg::kThreads) {
+      const int row = idx / kQuads;
+      const int d = (idx % kQuads) * 4;
+      const float* lse = lse_all + static_cast<int64_t>(head0 + row) * max_splits;
+      const float* part = out_all + static_cast<int64_t>(head0 + row) * max_splits * HEAD_DIM + d;
+      float max_lse = -INFINITY;
+      for (int s = 0; s < n_splits; ++s) max_lse = fmaxf(max_lse, __ldcg(lse + s));
+      float sum = 0.0f;
+      float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      for (int s = 0; s < n_splits; ++s) {
+        const float weight = exp2f(__ldcg(lse + s) - max_lse);
+        const float4 o = __ldcg(reinterpret_cast<const float4*>(part + static_cast<int64_t>(s) * HEAD_DIM));
+        sum += weight;
+        acc.x += o.x * weight;
+        acc.y += o.y * weight;
+        acc.z += o.z * weight;
+        acc.w += o.w * weight;
+      }
+      const float inv_sum = 1.0f / sum;
+      *reinterpret_cast<uint2*>(group_out + row * HEAD_DIM + d) =
+          make_uint2(Mma<T>::pack(acc.x * inv_sum, acc.y * inv_sum), Mma<T>::pack(acc.z * inv_sum, acc.w * inv_sum));
+    }
+  }  // items
+
+  // Sequences without items: nothing to attend to gives zeros, a sequence longer than the plan
+  // allows NaN. Written after the wait (an earlier kernel may still read `out`).
+  for (int seq = blockIdx.x; seq < batch; seq += gridDim.x) {
+    const int kv_len = kv_lens[seq];
+    if (kv_len > 0 && decode_length_ok(kv_len, capacity, split_tokens, max_splits)) continue;
+    if (!waited) {
+      wait_for_previous_grid();
+      waited = true;
+    }
+    const uint16_t fill = Mma<T>::pack(kv_len <= 0 ? 0.0f : NAN, 0.0f) & 0xffffu;
+    uint16_t* seq_out = out + static_cast<int64_t>(seq) * n_heads * HEAD_DIM;
+    for (int i = tid; i < n_heads * HEAD_DIM; i += Cfg::kThreads) seq_out[i] = fill;
   }
 }
 
@@ -311,15 +344,8 @@ DecodeVariant choose_decode_variant(int head_dim, int batch, int n_kv_heads, int
   const int four_stage_smem = head_dim == 64 ? DecodeConfig<64, 4>::kSmemBytes : DecodeConfig<128, 4>::kSmemBytes;
   const int64_t ctas_per_split = static_cast<int64_t>(batch) * n_kv_heads;
   const bool deep = ctas_per_split * 4 <= sm_count && four_stage_smem <= max_smem_per_block;
-  // One CTA per split slot (split_ctas 0). A graph is sized for the longest sequence the plan
-  // allows, so for short sequences most slots are empty, and their CTAs still cost a launch each;
-  // fewer CTAs that each take several splits (split_ctas > 0, same bits) would spare that. It is
-  // built and in the bitwise tests, but has not run on a GPU yet, so it stays off
-  // (docs/kernels/attention.md).
-  DecodeVariant v{deep ? 4 : 2};
-  if (std::getenv("FUSELM_EXPERIMENT_SPLIT_CTAS") != nullptr && sm_count > 0)  // EXPERIMENT
-    v.split_ctas = static_cast<int>(std::max<int64_t>(2, (sm_count + ctas_per_split - 1) / std::max<int64_t>(ctas_per_split, 1)));
-  return v;
+  if (const char* e = std::getenv("FUSELM_EXPERIMENT_DECODE_STAGES")) return DecodeVariant{std::atoi(e)};  // EXPERIMENT
+  return DecodeVariant{deep ? 4 : 2};  // one wave of CTAs
 }
 
 Status decode_attention_variant(const DecodeVariant& variant, const void* q, void* out, DType dtype,
@@ -340,9 +366,6 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
         "(size it with decode_attention_workspace_bytes)");
   const int group = shape.n_heads / shape.n_kv_heads;
   const int head_tiles = (group + 15) / 16;
-  if (batch > 65535 || plan.max_splits_per_seq > 65535)
-    return Status::error(str_cat("decode_attention: batch=", batch, " or max_splits_per_seq=", plan.max_splits_per_seq,
-                                 " exceeds the grid limit of 65535"));
   const float scale_log2 = shape.scale * 1.4426950408889634f;
   const bool pdl = plan.pdl;  // launch_kernel drops it where this build's code has no griddepcontrol
 
@@ -357,15 +380,26 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
         auto split_kernel = decode_split_kernel<T, kHeadDim, kStages>;
         FUSELM_CUDA_RETURN(
             cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
-        const int split_ctas = variant.split_ctas > 0 ? std::min(variant.split_ctas, plan.max_splits_per_seq)
-                                                      : plan.max_splits_per_seq;
-        const dim3 split_grid(static_cast<unsigned>(shape.n_kv_heads * head_tiles), static_cast<unsigned>(batch),
-                              static_cast<unsigned>(split_ctas));
+        // One wave: the CTAs that fit on the GPU at once, queried once per kernel instance (a
+        // failed query gives one CTA per SM).
+        static const int wave_ctas = [&] {
+          int device = 0, sms = 0, per_sm = 0;
+          if (cudaGetDevice(&device) != cudaSuccess ||
+              cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+            return 132;
+          if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, split_kernel, Cfg::kThreads, Cfg::kSmemBytes) !=
+              cudaSuccess)
+            per_sm = 1;
+          return std::max(1, sms * std::max(1, per_sm));
+        }();
+        const int n_groups = shape.n_kv_heads * head_tiles;
+        const int64_t most_items = static_cast<int64_t>(batch) * n_groups * plan.max_splits_per_seq;
+        const int ctas = static_cast<int>(std::min<int64_t>(variant.ctas > 0 ? variant.ctas : wave_ctas, most_items));
         FUSELM_CUDA_RETURN(launch_kernel(
-            split_kernel, split_grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, pdl,
+            split_kernel, dim3(static_cast<unsigned>(ctas)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, pdl,
             static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k), static_cast<const uint16_t*>(kv.v),
-            kv.layout, kv.block_tables, kv.max_blocks_per_seq, kv_lens, shape.n_heads, group, head_tiles,
-            plan.split_tokens, plan.max_splits_per_seq, scale_log2, decode_workspace_layout(shape, plan),
+            kv.layout, kv.block_tables, kv.max_blocks_per_seq, kv_lens, batch, shape.n_heads, group, head_tiles,
+            n_groups, plan.split_tokens, plan.max_splits_per_seq, scale_log2, decode_workspace_layout(shape, plan),
             static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out)));
         return Status();
       });

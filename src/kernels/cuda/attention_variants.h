@@ -22,11 +22,9 @@ struct PrefillVariant {
 
 struct DecodeVariant {
   int stages = 2;  // K/V stages of 64 keys in shared memory: 2, 3 or 4 (1, 2 or 3 loads in flight)
-  // CTAs per (sequence, head group) along the splits; each takes splits x, x + split_ctas, ... of
-  // its sequence. 0 = one CTA per split slot of the longest sequence the plan allows. Fewer CTAs
-  // than slots spare the launch of CTAs that find no split (a graph fixes the grid for the
-  // longest sequence, while most are short).
-  int split_ctas = 0;
+  // CTAs of the launch; each takes work items (one split of one head group of one sequence)
+  // x, x + ctas, ... 0 = one wave, as many as fit on the GPU at once. Same bits for any count.
+  int ctas = 0;
 };
 
 // The variants prefill_attention / decode_attention run (measurements: docs/kernels/attention.md).
@@ -34,8 +32,8 @@ struct DecodeVariant {
 // differently in the last bits, so a batch-dependent choice would make a sequence's output depend
 // on its batch. The decode stage count changes no bit (every stage count runs the same warps over
 // the same keys in the same order), so it follows the batch: deeper for batches too small to
-// fill the GPU. Nor does the number of CTAs that share a sequence's splits (each split is computed
-// alike by whichever CTA takes it), so it follows the batch too.
+// fill the GPU. Nor does the number of CTAs (each split is computed alike by whichever CTA takes
+// it, and merged in split order by whichever finishes last).
 PrefillVariant choose_prefill_variant(int head_dim);
 DecodeVariant choose_decode_variant(int head_dim, int batch, int n_kv_heads, int sm_count, int max_smem_per_block);
 
