@@ -682,9 +682,8 @@ TEST(AttentionBench, DISABLED_Decode) {
       {"llama3-8b b16 kv8192 split128", 16, 8192, 32, 8, 128, 128, 64},
       {"llama3.2-1b b1 kv512 split128", 1, 512, 32, 8, 64, 128, 257},
   };
-  int device = 0, sms = 0, max_smem = 0;
+  int device = 0, max_smem = 0;
   ASSERT_CUDA(cudaGetDevice(&device));
-  ASSERT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   ASSERT_CUDA(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   std::printf("[bench] %-32s %7s %10s %10s %12s %10s\n", "decode case", "stages", "ctas", "time(us)", "KV bytes",
               "GB/s");
@@ -702,7 +701,7 @@ TEST(AttentionBench, DISABLED_Decode) {
     ASSERT_TRUE(decode_attention_init_workspace(ws.get(), shape, plan, c.batch, nullptr).ok());
     // Each stage count with one wave of CTAs, then the launcher's choice.
     std::vector<DecodeVariant> variants{{2}, {3}, {4}};
-    variants.push_back(attention_detail::choose_decode_variant(c.head_dim, c.batch, c.n_kv_heads, sms, max_smem));
+    variants.push_back(attention_detail::choose_decode_variant(c.head_dim, max_smem));
     for (const DecodeVariant& variant : variants) {
       auto run = [&] {
         return attention_detail::decode_attention_variant(variant, q.get(), out.get(), DType::BF16, shape, cache.view,

@@ -1,23 +1,23 @@
-// Split-KV paged decode attention (one query token per sequence), in two kernels:
+// Split-KV paged decode attention (one query token per sequence), in one kernel:
 //
-// 1. decode_split_kernel: grid (split, kv head x head tile, sequence). A CTA attends the (up to) 16
-//    query heads of one GQA group to one fixed-size chunk of one sequence's cache, so every K/V
-//    byte of that chunk is read once for the whole group. K/V move global -> shared with 16-byte
-//    cp.async copies through a ring of 64-key stages (2 or 3: attention_variants.h), so one or two
+// 1. Work items: one fixed-size chunk (split) of one sequence's cache for the (up to) 16 query
+//    heads of one GQA group, so every K/V byte of the chunk is read once for the whole group. One
+//    wave of CTAs takes the step's items in turn (DecodeItemCursor), so the grid, fixed when a
+//    graph is captured, never depends on the lengths. K/V move global -> shared with 16-byte
+//    cp.async copies through a ring of 64-key stages (2-4: attention_variants.h), so one or more
 //    stages are in flight while one is consumed; S = QK^T and PV run on tensor cores (the group's
 //    heads are the 16 rows of the mma tile, padded with zero rows). The four warps take fixed
 //    16-key slices of each stage and are merged in warp order; the normalised partial output and
 //    its log2-sum-exp go to the workspace.
-// 2. The last CTA of a (sequence, head group) to finish, found with a counter in the workspace,
-//    merges the group's splits in split order and writes the output: whichever CTA it is, the
-//    merge reads the same partials in the same order, so the bits do not depend on timing. This
-//    spares a combine kernel per layer (its launch and its wait for the split kernel).
+// 2. The CTA that finishes the last split of a (sequence, head group), found with a counter in the
+//    workspace, merges the group's splits in split order and writes the output: whichever CTA it
+//    is, the merge reads the same partials in the same order, so the bits do not depend on timing.
+//    This spares a combine kernel per layer (its launch and its wait for the split kernel).
 //
 // Decode is memory-bound (each K/V byte feeds group * 4 FLOPs), so tensor cores are used for
 // their issue economy, not their rate: one mma replaces the 16-lane shuffle reductions a
 // CUDA-core dot product would need per (token, head).
 #include <algorithm>
-#include <cstdlib>
 
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_generic.cuh"
@@ -69,10 +69,12 @@ __device__ __forceinline__ bool decode_length_ok(int kv_len, int64_t capacity, i
   return kv_len <= capacity && (kv_len + split_tokens - 1) / split_tokens <= max_splits;
 }
 
-// Walks the step's work items in increasing order: item i of the step is split i % n_splits of
-// head group (i / n_splits) % groups of the first sequence whose items reach past i (sequences
-// whose length is 0 or over the plan's limit have none). A CTA asks for its items in increasing
-// order, so the cursor only moves forward.
+// Walks the step's work items in increasing order: a sequence's items are its splits x head
+// groups, head group fastest (sequences whose length is 0 or over the plan's limit have none). So
+// CTAs that run at the same time read the same KV blocks (a block holds every KV head of its
+// tokens): a split-fastest order, each CTA reading one head's 4 KB of every block, streamed the
+// cache 20-50% slower. A CTA asks for its items in increasing order, so the cursor only moves
+// forward.
 struct DecodeItemCursor {
   int seq = 0, n_splits = 0, kv_len = 0;
   int64_t first_item = 0;  // index of the sequence's first item
@@ -134,8 +136,8 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     if (item != blockIdx.x) __syncthreads();  // the previous item's shared-memory reads are done
     const int seq = cursor.seq, kv_len = cursor.kv_len, n_splits = cursor.n_splits;
     const int within = static_cast<int>(item - cursor.first_item);
-    const int group_index = within / n_splits;
-    const int split = within % n_splits;
+    const int group_index = within % n_groups;
+    const int split = within / n_groups;
     const int kv_head = group_index / head_tiles;
     const int head_tile = group_index % head_tiles;
     const int head0 = kv_head * group + head_tile * Cfg::kRows;
@@ -334,18 +336,16 @@ Status dispatch_stages(int stages, F&& f) {
 
 }  // namespace
 
-DecodeVariant choose_decode_variant(int head_dim, int batch, int n_kv_heads, int sm_count, int max_smem_per_block) {
-  // Measured on H200: three stages (2 CTAs per multiprocessor) lost 2-16% to two stages (3 CTAs
-  // per multiprocessor) at large batches: more CTAs in flight beat a deeper pipeline per CTA.
-  // A small batch has too few CTAs to fill the GPU either way; there a 256-key split's four
-  // 64-key stages are all in flight at once instead of one after the other (latency, not
-  // bandwidth). The stage count does not change a result bit, so it may follow the batch.
-  // Four stages need 132 KB of shared memory at head_dim 128: more than some GPUs give a block.
-  const int four_stage_smem = head_dim == 64 ? DecodeConfig<64, 4>::kSmemBytes : DecodeConfig<128, 4>::kSmemBytes;
-  const int64_t ctas_per_split = static_cast<int64_t>(batch) * n_kv_heads;
-  const bool deep = ctas_per_split * 4 <= sm_count && four_stage_smem <= max_smem_per_block;
-  if (const char* e = std::getenv("FUSELM_EXPERIMENT_DECODE_STAGES")) return DecodeVariant{std::atoi(e)};  // EXPERIMENT
-  return DecodeVariant{deep ? 4 : 2};  // one wave of CTAs
+DecodeVariant choose_decode_variant(int head_dim, int max_smem_per_block) {
+  // The kernel's registers (~204 per thread at head_dim 128) allow 2 CTAs per multiprocessor with
+  // 2 or 3 K/V stages, so the third stage (one more 64-key load in flight) costs no residency;
+  // 4 stages (132 KB) allow one CTA. Measured on H200 (docs/kernels/attention.md): 3 stages within
+  // 2% of the best at every batch and depth; 4 stages 1-3% faster at batch 1 with short sequences
+  // and 40-60% slower at 32k tokens, so they are not used: one graph serves every length. The
+  // stage count changes no bit. Three stages need 100 KB at head_dim 128, more than some GPUs
+  // give a block: two there.
+  const int three_stage_smem = head_dim == 64 ? DecodeConfig<64, 3>::kSmemBytes : DecodeConfig<128, 3>::kSmemBytes;
+  return DecodeVariant{three_stage_smem <= max_smem_per_block ? 3 : 2};
 }
 
 Status decode_attention_variant(const DecodeVariant& variant, const void* q, void* out, DType dtype,
@@ -431,20 +431,16 @@ Status decode_attention_init_workspace(void* workspace, const AttentionShape& sh
 Status decode_attention(const void* q, void* out, DType dtype, const AttentionShape& shape, const PagedKvView& kv,
                         const int32_t* kv_lens, int batch, const DecodeAttentionPlan& plan, void* workspace,
                         cudaStream_t stream) {
-  struct DeviceLimits {
-    int sm_count = 0, max_smem_per_block = 0;  // zeros choose two stages: the choice for large batches
-  };
-  static const DeviceLimits limits = [] {
-    DeviceLimits l;
-    int device = 0;
+  // Queried once; 0 (a failed query) chooses two stages, which every GPU can hold.
+  static const int max_smem_per_block = [] {
+    int device = 0, smem = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&l.sm_count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&l.max_smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
-      return DeviceLimits{};
-    return l;
+        cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
+      return 0;
+    return smem;
   }();
-  const attention_detail::DecodeVariant variant = attention_detail::choose_decode_variant(
-      shape.head_dim, batch, shape.n_kv_heads, limits.sm_count, limits.max_smem_per_block);
+  const attention_detail::DecodeVariant variant =
+      attention_detail::choose_decode_variant(shape.head_dim, max_smem_per_block);
   return attention_detail::decode_attention_variant(variant, q, out, dtype, shape, kv, kv_lens, batch, plan, workspace,
                                                     stream);
 }

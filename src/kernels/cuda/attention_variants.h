@@ -30,12 +30,12 @@ struct DecodeVariant {
 // The variants prefill_attention / decode_attention run (measurements: docs/kernels/attention.md).
 // The prefill tiling is fixed per head_dim, never chosen from the batch: two tilings round
 // differently in the last bits, so a batch-dependent choice would make a sequence's output depend
-// on its batch. The decode stage count changes no bit (every stage count runs the same warps over
-// the same keys in the same order), so it follows the batch: deeper for batches too small to
-// fill the GPU. Nor does the number of CTAs (each split is computed alike by whichever CTA takes
-// it, and merged in split order by whichever finishes last).
+// on its batch. The decode stage count and grid size change no bit (every stage count runs the
+// same warps over the same keys in the same order; each split is computed alike by whichever CTA
+// takes it, and merged in split order by whichever finishes last); the stage count follows the
+// GPU's shared memory.
 PrefillVariant choose_prefill_variant(int head_dim);
-DecodeVariant choose_decode_variant(int head_dim, int batch, int n_kv_heads, int sm_count, int max_smem_per_block);
+DecodeVariant choose_decode_variant(int head_dim, int max_smem_per_block);
 
 Status prefill_attention_variant(const PrefillVariant& variant, const void* q, void* out, DType dtype,
                                  const AttentionShape& shape, const PagedKvView& kv, const int32_t* q_starts,
