@@ -200,15 +200,20 @@ std::vector<uint16_t> run_decode(DType dtype, const AttentionShape& shape, int b
                                         batch, plan, workspace.get(), nullptr);
   EXPECT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  // The launch leaves every merge counter (the first word of each head group, at the head of each
-  // sequence's record) at zero, ready for the next.
+  // The launch leaves every counter at zero, ready for the next: the work counters of the 16-byte
+  // header and the merge counters (a word per head group at the head of each sequence's record).
   const std::vector<uint8_t> ws = workspace.download();
-  const size_t record = ws_bytes / batch;
+  const size_t record = (ws_bytes - 16) / batch;
   const int groups = shape.n_kv_heads * ((shape.n_heads / shape.n_kv_heads + 15) / 16);
+  for (int i = 0; i < 4; ++i) {
+    int32_t counter = 0;
+    std::memcpy(&counter, ws.data() + i * 4, 4);
+    EXPECT_EQ(counter, 0) << "header word " << i;
+  }
   for (int b = 0; b < batch; ++b)
     for (int g = 0; g < groups; ++g) {
       int32_t counter = 0;
-      std::memcpy(&counter, ws.data() + b * record + g * 4, 4);
+      std::memcpy(&counter, ws.data() + 16 + b * record + g * 4, 4);
       EXPECT_EQ(counter, 0) << "merge counter of sequence " << b << ", group " << g;
     }
   return out_dev.download();
@@ -556,9 +561,10 @@ TEST(AttentionLauncher, RejectsUnsupportedShapesWithAClearMessage) {
                                 PagedKvView{nullptr, nullptr, PagedKvLayout{16, 2, 128}, nullptr, 0}, nullptr, nullptr,
                                 0, 0, nullptr)
                   .ok());
-  // Per sequence: 8 head-group counters (32 bytes), 32 x 16 log2-sum-exps, 32 x 16 x 128 partials.
+  // A 16-byte header, then per sequence: 8 head-group counters (32 bytes), 32 x 16 log2-sum-exps,
+  // 32 x 16 x 128 partials.
   EXPECT_EQ(decode_attention_workspace_bytes(AttentionShape{32, 8, 128, 0.1f}, DecodeAttentionPlan{256, 16}, 64),
-            size_t{64} * (32 + 32 * 16 * 4 + 32 * 16 * 128 * 4));
+            16 + size_t{64} * (32 + 32 * 16 * 4 + 32 * 16 * 128 * 4));
 }
 
 // ---------------------------------------------------------------------------------------------
