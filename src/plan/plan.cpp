@@ -28,8 +28,9 @@ std::string join_ints(const std::vector<int>& v) {
   return out;
 }
 
-// Decode attention's kernel grid, as decode_attention sizes it: (kv heads x 16-head tiles of a GQA
-// group, sequences, split slots) for the tensor-core kernel; (heads, sequences) for the fallback.
+// Decode attention's work at most: (kv heads x 16-head tiles of a GQA group, sequences, split
+// slots) items for the tensor-core kernel, which one wave of CTAs takes in turn; the fallback's grid
+// (heads, sequences).
 std::array<int, 3> attention_grid(const Plan& plan, int batch) {
   const PlanModel& m = plan.model;
   if (plan.decode.attention.kernel == "mma") {

@@ -226,7 +226,7 @@ struct DecodeAttentionChoice {
 struct DecodeBucket {
   int batch = 0;
   int gemm_launches = 0;                 // per decode GEMM op: ceil(batch / 16)
-  std::array<int, 3> attention_grid{};   // decode attention's kernel grid, as its launcher sizes it
+  std::array<int, 3> attention_grid{};   // decode attention's work items at most (plan.cpp attention_grid)
   bool operator==(const DecodeBucket&) const = default;
 };
 

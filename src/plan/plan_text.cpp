@@ -75,7 +75,7 @@ std::string render_plan(const Plan& p) {
                 p.prefill.gemm_origin.source.c_str());
 
   out += "decode batch buckets (one CUDA graph each)\n";
-  out += format("  %6s  %13s  %s\n", "batch", "GEMM launches", "attention grid");
+  out += format("  %6s  %13s  %s\n", "batch", "GEMM launches", "attention items");
   for (const DecodeBucket& b : p.decode.buckets)
     out += format("  %6d  %13d  %d x %d x %d\n", b.batch, b.gemm_launches, b.attention_grid[0], b.attention_grid[1],
                   b.attention_grid[2]);
