@@ -23,6 +23,7 @@
 #include "kernels/cuda/attention_generic.cuh"
 #include "kernels/cuda/attention_variants.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/decode_items.h"
 #include "kernels/cuda/pdl.cuh"
 
 namespace fuselm {
@@ -66,38 +67,6 @@ struct DecodeConfig {
   static_assert(kMergeBytes <= 2 * STAGES * kKvTileBytes, "the merge area must fit in the K/V stages");
 };
 
-// Lengths a sequence must satisfy; the kernel writes NaN for a sequence that does not.
-__device__ __forceinline__ bool decode_length_ok(int kv_len, int64_t capacity, int split_tokens, int max_splits) {
-  return kv_len <= capacity && (kv_len + split_tokens - 1) / split_tokens <= max_splits;
-}
-
-// Walks the step's work items in increasing order: a sequence's items are its splits x head
-// groups, head group fastest (sequences whose length is 0 or over the plan's limit have none). So
-// CTAs that run at the same time read the same KV blocks (a block holds every KV head of its
-// tokens): a split-fastest order, each CTA reading one head's 4 KB of every block, streamed the
-// cache 20-50% slower. A CTA asks for its items in increasing order, so the cursor only moves
-// forward.
-struct DecodeItemCursor {
-  int seq = 0, n_splits = 0, kv_len = 0;
-  int64_t first_item = 0;  // index of the sequence's first item
-
-  __device__ bool seek(int64_t item, const int32_t* __restrict__ kv_lens, int batch, int groups, int64_t capacity,
-                       int split_tokens, int max_splits) {
-    while (seq < batch) {
-      if (item < first_item + static_cast<int64_t>(n_splits) * groups) return true;
-      first_item += static_cast<int64_t>(n_splits) * groups;
-      if (++seq < batch) load(kv_lens, capacity, split_tokens, max_splits);
-    }
-    return false;
-  }
-  __device__ void load(const int32_t* __restrict__ kv_lens, int64_t capacity, int split_tokens, int max_splits) {
-    kv_len = kv_lens[seq];
-    n_splits = kv_len > 0 && decode_length_ok(kv_len, capacity, split_tokens, max_splits)
-                   ? (kv_len + split_tokens - 1) / split_tokens
-                   : 0;
-  }
-};
-
 template <class T, int HEAD_DIM, int STAGES>
 __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     decode_split_kernel(const uint16_t* __restrict__ q, const uint16_t* __restrict__ k_pool,
@@ -127,7 +96,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   // sequences' lengths: CTA x takes item x, then claims the next unclaimed item from a counter
   // while it works on the current one (the same work per item whoever does it). So no CTA is
   // launched for nothing, a long sequence's splits spread over the GPU, and CTAs that finish
-  // early take more items (taking every gridDim.x-th item instead was 12-34% slower at batch 8-256
+  // early take more items (taking every gridDim.x-th item instead was 6-35% slower at batch 8-256
   // with 1k-8k tokens: docs/kernels/attention.md).
   // The lengths and block tables are step inputs the host wrote before the step, and every cached
   // position but the newest was written by earlier steps: only q and the newest K/V row come from
@@ -138,7 +107,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   uint8_t* records = workspace + DecodeWorkspaceLayout::kHeaderBytes;
   __shared__ int64_t claimed;
   DecodeItemCursor cursor;
-  if (batch > 0) cursor.load(kv_lens, capacity, split_tokens, max_splits);
+  if (batch > 0) cursor.start(kv_lens, capacity, split_tokens, max_splits);
   bool waited = false;
   for (int64_t item = blockIdx.x; cursor.seek(item, kv_lens, batch, n_groups, capacity, split_tokens, max_splits);
        item = claimed) {
@@ -147,9 +116,8 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     if (item != blockIdx.x) __syncthreads();
     if (tid == 0) claimed = gridDim.x + static_cast<int64_t>(atomicAdd(next_unclaimed, 1));
     const int seq = cursor.seq, kv_len = cursor.kv_len, n_splits = cursor.n_splits;
-    const int within = static_cast<int>(item - cursor.first_item);
-    const int group_index = within % n_groups;
-    const int split = within / n_groups;
+    const int group_index = cursor.group_of(item, n_groups);
+    const int split = cursor.split_of(item, n_groups);
     const int kv_head = group_index / head_tiles;
     const int head_tile = group_index % head_tiles;
     const int head0 = kv_head * group + head_tile * Cfg::kRows;
@@ -325,7 +293,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   // allows NaN. Written after the wait (an earlier kernel may still read `out`).
   for (int seq = blockIdx.x; seq < batch; seq += gridDim.x) {
     const int kv_len = kv_lens[seq];
-    if (kv_len > 0 && decode_length_ok(kv_len, capacity, split_tokens, max_splits)) continue;
+    if (decode_splits(kv_len, capacity, split_tokens, max_splits) > 0) continue;
     if (!waited) {
       wait_for_previous_grid();
       waited = true;
