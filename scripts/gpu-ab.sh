@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A/B comparison of configurations of one build: runs `fuselm bench` once per configuration in
 # turns (round 1: A, B, C, ...; round 2: A, B, C, ...), so that drift of the machine hits every
-# configuration alike, then prints each run's decode tok/s (latency scenario, and every depth).
+# configuration alike, then prints each run's decode tok/s (latency scenario, every depth) and
+# output tok/s per batch (throughput scenario).
 # A configuration is NAME or NAME:VAR=VALUE[,VAR=VALUE...], environment variables the run gets.
 # Usage: bash scripts/gpu-ab.sh SHAPE ROUNDS CONFIG... -- BENCH-ARGS...
 #   e.g. bash scripts/gpu-ab.sh llama-3.2-1b 2 base other:SOME_SWITCH=1 -- --scenario latency --reps 2
@@ -28,7 +29,7 @@ done
 python3 - "$out" "$shape" <<'PY'
 import glob, json, os, sys
 out, shape = sys.argv[1], sys.argv[2]
-print(f"{'run':<36} {'latency tok/s':>14}  depth tok/s")
+print(f"{'run':<36} {'latency tok/s':>14}  depth tok/s; throughput batch:output tok/s")
 for path in sorted(glob.glob(os.path.join(out, f"{shape}-*.json"))):
     try:
         s = json.load(open(path))["scenarios"]
@@ -37,5 +38,7 @@ for path in sorted(glob.glob(os.path.join(out, f"{shape}-*.json"))):
         continue
     lat = s.get("latency", {}).get("decode_tok_s")
     depth = " ".join(f"{d['depth']}:{d['decode_tok_s']:.1f}" for d in s.get("depth", []))
-    print(f"{os.path.basename(path)[:-5]:<36} {lat if lat is None else round(lat, 1)!s:>14}  {depth}")
+    batches = " ".join(f"{t['batch']}:{t['output_tok_s']:.0f}" for t in s.get("throughput", []))
+    print(f"{os.path.basename(path)[:-5]:<36} {lat if lat is None else round(lat, 1)!s:>14}  {depth}"
+          f"{'; ' + batches if batches else ''}")
 PY
