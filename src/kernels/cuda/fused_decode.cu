@@ -128,7 +128,11 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
   FusedDecodeModel::L2Prefetch pf = model.l2_prefetch;
   if (const char* e = std::getenv("FUSELM_LAB_L2_PREFETCH_KB")) {  // LAB ONLY: A/B switch
     int k[5] = {0, 0, 0, 0, 0};
-    std::sscanf(e, "%d,%d,%d,%d,%d", &k[0], &k[1], &k[2], &k[3], &k[4]);
+    for (int i = 0; i < 5 && *e; ++i) {  // numbers separated by any non-digit
+      char* end = nullptr;
+      k[i] = static_cast<int>(std::strtol(e, &end, 10));
+      e = *end ? end + 1 : end;
+    }
     pf = {k[0] * 1024, k[1] * 1024, k[2] * 1024, k[3] * 1024, k[4] * 1024};
   }
   auto launch_for = [&](int bytes) { SkinnyGemmLaunch l{model.pdl}; l.l2_prefetch_bytes = bytes; return l; };
