@@ -723,6 +723,52 @@ TEST(AttentionBench, DISABLED_Decode) {
   }
 }
 
+// Split size against batch and length, with the launcher's variant: which split each length wants.
+TEST(AttentionBench, DISABLED_DecodeSplits) {
+  REQUIRE_CUDA_DEVICE();
+  struct Shape {
+    const char* name;
+    int n_heads, n_kv_heads, head_dim;
+  };
+  const Shape shapes[] = {{"llama3-8b", 32, 8, 128}, {"llama3.2-1b", 32, 8, 64}};
+  int device = 0, max_smem = 0;
+  ASSERT_CUDA(cudaGetDevice(&device));
+  ASSERT_CUDA(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  std::printf("[bench] %-12s %6s %6s %6s %10s %10s\n", "shape", "batch", "len", "split", "time(us)", "GB/s");
+  for (const Shape& sh : shapes) {
+    for (int batch : {1, 16, 64}) {
+      for (int len : {512, 1024, 2048, 4096, 8192}) {
+        if (sh.head_dim == 64 && len > 2048) continue;
+        if (static_cast<int64_t>(batch) * len > 64 * 4096) continue;
+        std::mt19937 rng(11);
+        BenchCache cache;
+        make_bench_cache(cache, DType::BF16, batch, std::vector<int>(batch, len), sh.n_kv_heads, sh.head_dim, 16, rng);
+        const AttentionShape shape{sh.n_heads, sh.n_kv_heads, sh.head_dim, 1.0f / std::sqrt(float(sh.head_dim))};
+        DeviceBuffer<uint16_t> q(random_bits(DType::BF16, size_t{1} * batch * sh.n_heads * sh.head_dim, 3.0f, rng));
+        DeviceBuffer<uint16_t> out(q.size());
+        for (int split : {32, 64, 128, 256}) {
+          const DecodeAttentionPlan plan{split, (len + split - 1) / split};
+          DeviceBuffer<uint8_t> ws(decode_attention_workspace_bytes(shape, plan, batch));
+          ASSERT_TRUE(cache.k.get() && q.get() && out.get() && ws.get());
+          ASSERT_TRUE(decode_attention_init_workspace(ws.get(), shape, plan, batch, nullptr).ok());
+          const DecodeVariant variant = attention_detail::choose_decode_variant(sh.head_dim, max_smem);
+          auto run = [&] {
+            return attention_detail::decode_attention_variant(variant, q.get(), out.get(), DType::BF16, shape,
+                                                              cache.view, cache.lens.get(), batch, plan, ws.get(),
+                                                              nullptr);
+          };
+          ASSERT_STATUS_OK(run());
+          ASSERT_CUDA(cudaDeviceSynchronize());
+          const double ms = median_ms([&] { (void)run(); });
+          const double kv_bytes = 2.0 * batch * len * sh.n_kv_heads * sh.head_dim * 2;
+          std::printf("[bench] %-12s %6d %6d %6d %10.1f %10.0f\n", sh.name, batch, len, split, ms * 1e3,
+                      kv_bytes / ms / 1e6);
+        }
+      }
+    }
+  }
+}
+
 TEST(AttentionBench, DISABLED_Prefill) {
   REQUIRE_CUDA_DEVICE();
   struct Case {
