@@ -65,7 +65,8 @@ class CudaEngineImpl final : public CudaEngine {
   }
 
  private:
-  // One validated step, its inputs already in the pinned staging area and on their way to the device.
+  // One validated step, its inputs in the pinned staging area and (but for a fused step, whose
+  // inputs run_fused_decode sends in one copy) on their way to the device.
   struct Step {
     int batch = 0;
     int tokens = 0;
@@ -80,9 +81,11 @@ class CudaEngineImpl final : public CudaEngine {
   // Final norm and LM head for `n` rows (token indices at logit_rows + first) into the logits slab.
   void compute_logits(int first, int n, int step_tokens);
   void commit(const Step& step);
-  // Fused path: pads the step's rows up to its bucket and replays the bucket's graph; the logits
-  // of row b are then at fused_->logits() + b * vocab.
-  void run_fused_decode(const Step& step);
+  // Fused path: pads the step's rows up to its bucket, sends the decode inputs in one copy and
+  // replays the bucket's graph; the logits of row b are then at fused_->logits() + b * vocab and
+  // its sampled id, once the stream is done, at input_host(decode sampled)[b]. `rows_sampled`:
+  // the caller wrote rows 0..batch-1 of decode_params; otherwise they sample greedily (unused).
+  void run_fused_decode(const Step& step, bool rows_sampled);
   void upload_range(const ArenaSlice& s, size_t offset, size_t bytes);
 
   template <class T>
@@ -229,11 +232,18 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
                                   limits.max_blocks_per_seq);
   if (fused_) {
     const StepInputPlan& in = plan_.inputs;
-    fused_->capture(*kv_,
-                    FusedDecodeStepInputs{input_device<int32_t>(in.tokens), input_device<int32_t>(in.positions),
-                                          input_device<int32_t>(in.kv_lens), input_device<int32_t>(in.block_tables),
-                                          limits.max_blocks_per_seq},
-                    stream_);
+    FusedDecodeStepInputs inputs;
+    inputs.tokens = input_device<int32_t>(in.decode_tokens);
+    inputs.positions = input_device<int32_t>(in.decode_positions);
+    inputs.kv_lens = input_device<int32_t>(in.decode_kv_lens);
+    inputs.block_tables = input_device<int32_t>(in.decode_block_tables);
+    inputs.max_blocks_per_seq = limits.max_blocks_per_seq;
+    inputs.params = input_device<SampleParams>(in.decode_params);
+    inputs.history = input_device<int32_t>(in.history);
+    inputs.history_stride = limits.history_capacity;
+    inputs.sampled = input_device<int32_t>(in.sampled);
+    inputs.sampled_host = input_host<int32_t>(in.sampled);
+    fused_->capture(*kv_, inputs, stream_);
   }
   const int64_t pool_tokens = blocks * limits.block_size;
   max_sequence_length_ = static_cast<int>(std::min<int64_t>(limits.max_seq_len, pool_tokens));
@@ -267,30 +277,30 @@ void CudaEngineImpl::upload_range(const ArenaSlice& s, size_t offset, size_t byt
                                     cudaMemcpyHostToDevice, stream_));
 }
 
-void CudaEngineImpl::run_fused_decode(const Step& step) {
+void CudaEngineImpl::run_fused_decode(const Step& step, bool rows_sampled) {
   const int bucket = fused_->bucket_for(step.batch);
-  if (bucket > step.batch) {
-    // Padding rows: token 0 at position 0 of a sequence whose only block is the scratch block.
-    const StepInputPlan& in = plan_.inputs;
-    const int stride = plan_.limits.max_blocks_per_seq;
-    int32_t* tokens = input_host<int32_t>(in.tokens);
-    int32_t* positions = input_host<int32_t>(in.positions);
-    int32_t* kv_lens = input_host<int32_t>(in.kv_lens);
-    int32_t* block_tables = input_host<int32_t>(in.block_tables);
-    for (int r = step.batch; r < bucket; ++r) {
-      tokens[r] = 0;
-      positions[r] = 0;
-      kv_lens[r] = 1;
-      std::fill(block_tables + static_cast<size_t>(r) * stride, block_tables + static_cast<size_t>(r + 1) * stride,
-                fused_->scratch_block());
-    }
-    const size_t first = static_cast<size_t>(step.batch) * sizeof(int32_t);
-    const size_t pad = static_cast<size_t>(bucket - step.batch) * sizeof(int32_t);
-    upload_range(in.tokens, first, pad);
-    upload_range(in.positions, first, pad);
-    upload_range(in.kv_lens, first, pad);
-    upload_range(in.block_tables, first * stride, pad * stride);
+  const StepInputPlan& in = plan_.inputs;
+  const int stride = plan_.limits.max_blocks_per_seq;
+  SampleParams* params = input_host<SampleParams>(in.decode_params);
+  for (int r = rows_sampled ? step.batch : 0; r < bucket; ++r) params[r] = SampleParams{};  // greedy
+  // Padding rows: token 0 at position 0 of a sequence whose only block is the scratch block.
+  int32_t* tokens = input_host<int32_t>(in.decode_tokens);
+  int32_t* positions = input_host<int32_t>(in.decode_positions);
+  int32_t* kv_lens = input_host<int32_t>(in.decode_kv_lens);
+  int32_t* block_tables = input_host<int32_t>(in.decode_block_tables);
+  for (int r = step.batch; r < bucket; ++r) {
+    tokens[r] = 0;
+    positions[r] = 0;
+    kv_lens[r] = 1;
+    std::fill(block_tables + static_cast<size_t>(r) * stride, block_tables + static_cast<size_t>(r + 1) * stride,
+              fused_->scratch_block());
   }
+  // One copy from the first parameter row to the bucket's last block-table row (the slices are
+  // laid out in that order); each separate copy used to cost the replay a few microseconds.
+  const size_t first = in.decode_params.offset;
+  const size_t end = in.decode_block_tables.offset + static_cast<size_t>(bucket) * stride * sizeof(int32_t);
+  FUSELM_CUDA_THROW(cudaMemcpyAsync(inputs_device_.at<std::byte>(first), inputs_host_.at<std::byte>(first), end - first,
+                                    cudaMemcpyHostToDevice, stream_));
   fused_->run(bucket, stream_);
 }
 
@@ -333,13 +343,14 @@ CudaEngineImpl::Step CudaEngineImpl::prepare_step(std::span<const SequenceChunk>
   kv_->reserve(step.new_lengths);  // the last check: throws, changing nothing, when blocks run out
 
   const StepInputPlan& in = plan_.inputs;
-  int32_t* tokens = input_host<int32_t>(in.tokens);
-  int32_t* positions = input_host<int32_t>(in.positions);
+  // A fused step writes the decode graphs' own inputs, which run_fused_decode sends in one copy.
+  int32_t* tokens = input_host<int32_t>(step.fused ? in.decode_tokens : in.tokens);
+  int32_t* positions = input_host<int32_t>(step.fused ? in.decode_positions : in.positions);
   int32_t* token_batch = input_host<int32_t>(in.token_batch);
   int32_t* logit_rows = input_host<int32_t>(in.logit_rows);
   int32_t* q_starts = input_host<int32_t>(in.q_starts);
-  int32_t* kv_lens = input_host<int32_t>(in.kv_lens);
-  int32_t* block_tables = input_host<int32_t>(in.block_tables);
+  int32_t* kv_lens = input_host<int32_t>(step.fused ? in.decode_kv_lens : in.kv_lens);
+  int32_t* block_tables = input_host<int32_t>(step.fused ? in.decode_block_tables : in.block_tables);
   int t = 0;
   for (int b = 0; b < step.batch; ++b) {
     const SequenceChunk& c = chunks[b];
@@ -361,16 +372,13 @@ CudaEngineImpl::Step CudaEngineImpl::prepare_step(std::span<const SequenceChunk>
   }
   q_starts[step.batch] = t;
 
+  if (step.fused) return step;
   const size_t n_tok = static_cast<size_t>(step.tokens) * sizeof(int32_t);
   upload(in.tokens, n_tok);
   upload(in.positions, n_tok);
-  // The decode graphs read only tokens, positions, lengths and block tables (FusedDecodeStepInputs):
-  // a step they run skips the other copies, each a separate transfer ahead of the replay.
-  if (!step.fused) {
-    upload(in.token_batch, n_tok);
-    upload(in.logit_rows, static_cast<size_t>(step.logit_rows) * sizeof(int32_t));
-    upload(in.q_starts, static_cast<size_t>(step.batch + 1) * sizeof(int32_t));
-  }
+  upload(in.token_batch, n_tok);
+  upload(in.logit_rows, static_cast<size_t>(step.logit_rows) * sizeof(int32_t));
+  upload(in.q_starts, static_cast<size_t>(step.batch + 1) * sizeof(int32_t));
   upload(in.kv_lens, static_cast<size_t>(step.batch) * sizeof(int32_t));
   upload(in.block_tables, static_cast<size_t>(step.batch) * lim.max_blocks_per_seq * sizeof(int32_t));
   return step;
@@ -496,7 +504,7 @@ void CudaEngineImpl::forward(std::span<const SequenceChunk> chunks, std::vector<
 
   const Step step = prepare_step(chunks, /*last_rows_only=*/false);
   if (step.fused) {
-    run_fused_decode(step);
+    run_fused_decode(step, /*rows_sampled=*/false);
     logits.resize(static_cast<size_t>(step.batch) * vocab);
     FUSELM_CUDA_THROW(cudaMemcpyAsync(logits.data(), fused_->logits(), logits.size() * sizeof(float),
                                       cudaMemcpyDeviceToHost, stream_));
@@ -566,7 +574,9 @@ void CudaEngineImpl::forward_sample(std::span<const SequenceChunk> chunks, std::
 
   const Step step = prepare_step(chunks, /*last_rows_only=*/true);
   const StepInputPlan& in = plan_.inputs;
-  SampleParams* params = input_host<SampleParams>(in.sample_params);
+  // A fused step samples inside its graph, reading its penalty windows at the fixed row stride.
+  const int64_t window_stride = step.fused ? plan_.limits.history_capacity : history_stride;
+  SampleParams* params = input_host<SampleParams>(step.fused ? in.decode_params : in.sample_params);
   int32_t* history = input_host<int32_t>(in.history);
   for (int b = 0; b < step.batch; ++b) {
     const SamplerState& s = *samplers[b];
@@ -583,27 +593,28 @@ void CudaEngineImpl::forward_sample(std::span<const SequenceChunk> chunks, std::
                                                         : s.history.size();
       const size_t count = std::min(window, s.history.size());
       std::copy(s.history.end() - static_cast<std::ptrdiff_t>(count), s.history.end(),
-                history + static_cast<size_t>(b) * history_stride);
+                history + static_cast<size_t>(b) * window_stride);
       p.history_len = static_cast<int32_t>(count);
+      if (step.fused) upload_range(in.history, static_cast<size_t>(b) * window_stride * sizeof(int32_t),
+                                   count * sizeof(int32_t));
     }
   }
-  upload(in.sample_params, static_cast<size_t>(step.batch) * sizeof(SampleParams));
-  upload(in.history, static_cast<size_t>(step.batch) * history_stride * sizeof(int32_t));
 
-  float* step_logits = act<float>(plan_.activations.logits);
   if (step.fused) {
-    run_fused_decode(step);
-    step_logits = fused_->logits();
+    run_fused_decode(step, /*rows_sampled=*/true);
   } else {
+    upload(in.sample_params, static_cast<size_t>(step.batch) * sizeof(SampleParams));
+    upload(in.history, static_cast<size_t>(step.batch) * history_stride * sizeof(int32_t));
     run_layers(step);
     compute_logits(0, step.logit_rows, step.tokens);
+    FUSELM_THROW_IF_FAILED(sample_tokens(act<float>(plan_.activations.logits), step.batch, config_.vocab_size,
+                                         input_device<SampleParams>(in.sample_params),
+                                         input_device<int32_t>(in.history), history_stride,
+                                         input_device<int32_t>(in.sampled), stream_));
+    FUSELM_CUDA_THROW(cudaMemcpyAsync(input_host<int32_t>(in.sampled), input_device<int32_t>(in.sampled),
+                                      static_cast<size_t>(step.batch) * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                      stream_));
   }
-  FUSELM_THROW_IF_FAILED(sample_tokens(step_logits, step.batch, config_.vocab_size,
-                                       input_device<SampleParams>(in.sample_params), input_device<int32_t>(in.history),
-                                       history_stride, input_device<int32_t>(in.sampled), stream_));
-  FUSELM_CUDA_THROW(cudaMemcpyAsync(input_host<int32_t>(in.sampled), input_device<int32_t>(in.sampled),
-                                    static_cast<size_t>(step.batch) * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                                    stream_));
   FUSELM_CUDA_THROW(cudaStreamSynchronize(stream_));
   commit(step);
 

@@ -170,6 +170,10 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
 
 void FusedDecoder::capture(KvCache& kv, const FusedDecodeStepInputs& inputs, cudaStream_t stream) {
   FUSELM_CHECK(graphs_.empty(), "fused decode: the graphs are already captured");
+  FUSELM_CHECK(inputs.tokens && inputs.positions && inputs.kv_lens && inputs.block_tables && inputs.params &&
+                   inputs.history && inputs.sampled && inputs.sampled_host && inputs.max_blocks_per_seq > 0 &&
+                   inputs.history_stride >= 0,
+               "fused decode: incomplete step inputs");
   inputs_ = inputs;
   model_.kv_layout = kv.layout();
   for (size_t l = 0; l < model_.layers.size(); ++l) {
@@ -203,7 +207,14 @@ Status FusedDecoder::record_step(int bucket, cudaStream_t stream) const {
     const Status s = fused_decode_step(model_, buf, in, attention_plan_, stream);
     if (!s.ok()) return s;
   }
-  return Status();
+  // Sampling inside the graph: the host launches one replay and reads the ids back once the stream
+  // is done, instead of launching a sampling kernel and a copy after every replay.
+  const Status s = sample_tokens(logits_, bucket, model_.vocab, inputs_.params, inputs_.history, inputs_.history_stride,
+                                 inputs_.sampled, stream);
+  if (!s.ok()) return s;
+  return cuda_status(cudaMemcpyAsync(inputs_.sampled_host, inputs_.sampled, static_cast<size_t>(bucket) * sizeof(int32_t),
+                                     cudaMemcpyDeviceToHost, stream),
+                     "cudaMemcpyAsync(sampled ids to the host)", __FILE__, __LINE__);
 }
 
 void FusedDecoder::run(int bucket, cudaStream_t stream) const {

@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/fused_decode.h"
+#include "kernels/cuda/sampling.h"
 #include "model/config.h"
 #include "runtime/cuda/device_memory.h"
 #include "runtime/cuda/device_weights.h"
@@ -23,13 +24,20 @@
 
 namespace fuselm {
 
-// The fixed device arrays the graphs read, max_batch rows each (the engine's step inputs).
+// The fixed arrays the graphs read and write, max_batch rows each (the engine's step inputs).
 struct FusedDecodeStepInputs {
   const int32_t* tokens = nullptr;
   const int32_t* positions = nullptr;
   const int32_t* kv_lens = nullptr;
   const int32_t* block_tables = nullptr;  // [max_batch][max_blocks_per_seq]
   int max_blocks_per_seq = 0;
+  // Sampling, the graph's last kernel: each row's parameters and penalty window (device), and
+  // where the sampled ids go on the device and, copied by the graph, in pinned host memory.
+  const SampleParams* params = nullptr;
+  const int32_t* history = nullptr;  // [max_batch][history_stride]
+  int history_stride = 0;
+  int32_t* sampled = nullptr;
+  int32_t* sampled_host = nullptr;
 };
 
 // Why the fused decode kernels cannot run this model in `dtype`, or "" when they can.
@@ -72,7 +80,9 @@ class FusedDecoder {
   // The block id that padding rows point at (their block-table entry 0).
   int scratch_block() const { return scratch_block_; }
 
-  // Replays the bucket's graph: logits() rows 0..bucket-1 hold fp32 logits afterwards.
+  // Replays the bucket's graph: logits() rows 0..bucket-1 hold fp32 logits afterwards (unchanged by
+  // a greedy row's sampling), and the sampled ids of rows 0..bucket-1 are on their way to
+  // inputs.sampled_host (there once the stream has reached this point).
   void run(int bucket, cudaStream_t stream) const;
   float* logits() const { return logits_; }
 
@@ -81,7 +91,8 @@ class FusedDecoder {
   const FusedDecodeVariants& variants() const { return model_.variants; }
 
  private:
-  // Launches the fused step for rows [0, bucket) in groups of kSkinnyGemmMaxTokens.
+  // Launches the fused step for rows [0, bucket) in groups of kSkinnyGemmMaxTokens, then the
+  // sampling of every row and the copy of the ids to the host.
   Status record_step(int bucket, cudaStream_t stream) const;
 
   FusedDecodeModel model_;

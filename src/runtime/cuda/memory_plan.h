@@ -66,6 +66,14 @@ struct StepInputPlan {
   ArenaSlice sample_params;  // SampleParams [B]
   ArenaSlice history;        // int32 [B][history_capacity]
   ArenaSlice sampled;        // int32 [B]: sampled tokens (device to host)
+  // What the fused decode graphs read, contiguous and in this order, so that a decode step's
+  // inputs go over in one copy ending at its last block-table row. (The graphs sample with the
+  // penalty windows of `history`, at the fixed row stride history_capacity.)
+  ArenaSlice decode_params;        // SampleParams [B]
+  ArenaSlice decode_tokens;        // int32 [B]
+  ArenaSlice decode_positions;     // int32 [B]
+  ArenaSlice decode_kv_lens;       // int32 [B]
+  ArenaSlice decode_block_tables;  // int32 [B][max_blocks_per_seq]
   size_t total = 0;
 };
 
