@@ -77,12 +77,6 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
       : "memory");
 }
 
-// Asks L2 to fetch `bytes` (a multiple of 16) from global memory; completes on its own, nothing
-// waits for it. Later loads of those lines hit L2.
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
-}
-
 // shared -> global, `bytes` a multiple of 16, as part of the current bulk group.
 __device__ __forceinline__ void bulk_store_to_global(void* dst, const void* src, uint32_t bytes) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(shared_address(src)),

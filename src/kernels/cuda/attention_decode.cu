@@ -18,9 +18,7 @@
 // their issue economy, not their rate: one mma replaces the 16-lane shuffle reductions a
 // CUDA-core dot product would need per (token, head).
 #include <algorithm>
-#include <cstdlib>
 
-#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_generic.cuh"
 #include "kernels/cuda/attention_variants.h"
@@ -76,7 +74,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
                         const int32_t* __restrict__ block_tables, int max_blocks_per_seq,
                         const int32_t* __restrict__ kv_lens, int batch, int n_heads, int group, int head_tiles,
                         int n_groups, int split_tokens, int max_splits, float scale_log2, DecodeWorkspaceLayout ws_layout,
-                        uint8_t* __restrict__ workspace, uint16_t* __restrict__ out, bool prefetch_split) {
+                        uint8_t* __restrict__ workspace, uint16_t* __restrict__ out) {
   using Cfg = DecodeConfig<HEAD_DIM, STAGES>;
   constexpr int kChunks = HEAD_DIM / 8;
   constexpr int kQuads = HEAD_DIM / 4;  // float4 groups per row
@@ -151,21 +149,6 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       cp_async_commit();
     }
     if (!waited) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      // The first item's stages past the prologue go to L2 now: their loads, issued one stage at a
-      // time once the wait is over, then hit L2 instead of waiting for DRAM, which is idle at small
-      // batch while the previous kernel ends. One bulk prefetch per (block, K or V).
-      if (prefetch_split) {
-        const int first = split_begin + (STAGES - 1) * Cfg::kKeys;
-        const int n_blocks = first < split_end ? (split_end - first + layout.block_size - 1) >> block_shift : 0;
-        const uint32_t block_bytes = static_cast<uint32_t>(layout.block_size) * HEAD_DIM * 2;
-        for (int j = tid; j < 2 * n_blocks; j += Cfg::kThreads) {
-          const int block = block_table[(first >> block_shift) + j / 2];
-          const uint16_t* pool = j % 2 == 0 ? k_pool : v_pool;
-          bulk_prefetch_l2(pool + layout.offset(block, kv_head, 0), block_bytes);
-        }
-      }
-#endif
       wait_for_previous_grid();
       waited = true;
     }
@@ -372,7 +355,6 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
   const int head_tiles = (group + 15) / 16;
   const float scale_log2 = shape.scale * 1.4426950408889634f;
   const bool pdl = plan.pdl;  // launch_kernel drops it where this build's code has no griddepcontrol
-  static const bool prefetch_split = std::getenv("FUSELM_LAB_NO_KV_PREFETCH") == nullptr;  // LAB ONLY: A/B
 
   return dispatch_dtype(dtype, [&](auto type_tag) {
     using T = decltype(type_tag);
@@ -405,7 +387,7 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
             static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k), static_cast<const uint16_t*>(kv.v),
             kv.layout, kv.block_tables, kv.max_blocks_per_seq, kv_lens, batch, shape.n_heads, group, head_tiles,
             n_groups, plan.split_tokens, plan.max_splits_per_seq, scale_log2, decode_workspace_layout(shape, plan),
-            static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out), prefetch_split));
+            static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out)));
         return Status();
       });
     };

@@ -7,9 +7,6 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/pdl.cuh"
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include "kernels/mma_packing.h"
 
 namespace fuselm {
@@ -126,19 +123,7 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
   const SkinnyNorm norm{buf.partials, tiles, model.hidden, model.eps};
   const AttentionShape shape{model.n_heads, model.n_kv_heads, model.head_dim, 1.0f / std::sqrt(float(model.head_dim))};
   const FusedDecodeVariants& v = model.variants;
-  FusedDecodeModel::L2Prefetch pf = model.l2_prefetch;
-  if (const char* e = std::getenv("FUSELM_LAB_L2_PREFETCH_KB")) {  // LAB ONLY: A/B switch
-    int k[5] = {0, 0, 0, 0, 0};
-    for (int i = 0; i < 5 && *e; ++i) {  // numbers separated by any non-digit
-      char* end = nullptr;
-      k[i] = static_cast<int>(std::strtol(e, &end, 10));
-      e = *end ? end + 1 : end;
-    }
-    pf = {k[0] * 1024, k[1] * 1024, k[2] * 1024, k[3] * 1024, k[4] * 1024};
-  }
-  const char* skip_env = std::getenv("FUSELM_LAB_SKIP");  // LAB ONLY: knock-out timing
-  auto skip = [&](const char* op) { return skip_env && std::strstr(skip_env, op); };
-  auto launch_for = [&](int bytes) { SkinnyGemmLaunch l{model.pdl}; l.l2_prefetch_bytes = bytes; return l; };
+  const SkinnyGemmLaunch launch{model.pdl};
   DecodeAttentionPlan attention = attention_plan;
   attention.pdl = model.pdl;
 
@@ -160,26 +145,26 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
     qkv.n_heads = model.n_heads;
     qkv.n_kv_heads = model.n_kv_heads;
     qkv.head_dim = model.head_dim;
-    if (!skip("qkv") && !(s = skinny_gemm_qkv_rope(layer.qkv, xg_in, norm, qkv, v.qkv.for_tokens(m), stream, launch_for(pf.qkv))).ok()) return s;
+    if (!(s = skinny_gemm_qkv_rope(layer.qkv, xg_in, norm, qkv, v.qkv.for_tokens(m), stream, launch)).ok()) return s;
 
-    if (!skip("attention") && !(s = decode_attention(buf.q, buf.attn, model.dtype, shape, kv, in.kv_lens, m, attention,
+    if (!(s = decode_attention(buf.q, buf.attn, model.dtype, shape, kv, in.kv_lens, m, attention,
                                buf.attention_workspace, stream)).ok())
       return s;
 
     SkinnyResidualOut attn_out{buf.residual, model.hidden, layer.ffn_norm, buf.xg, model.hidden, buf.partials};
-    if (!skip("o_proj") && !(s = skinny_gemm_residual(layer.o, SkinnyInput{buf.attn, q_dim, m}, SkinnyNorm{}, attn_out, v.o.for_tokens(m), stream, launch_for(pf.o))).ok())
+    if (!(s = skinny_gemm_residual(layer.o, SkinnyInput{buf.attn, q_dim, m}, SkinnyNorm{}, attn_out, v.o.for_tokens(m), stream, launch)).ok())
       return s;
 
-    if (!skip("gate_up") && !(s = skinny_gemm_swiglu(layer.gate_up, xg_in, norm, SkinnySwigluOut{buf.act, model.ffn, model.ffn},
-                                 v.gate_up.for_tokens(m), stream, launch_for(pf.gate_up))).ok())
+    if (!(s = skinny_gemm_swiglu(layer.gate_up, xg_in, norm, SkinnySwigluOut{buf.act, model.ffn, model.ffn},
+                                 v.gate_up.for_tokens(m), stream, launch)).ok())
       return s;
 
     const float* next_norm = l + 1 < model.layers.size() ? model.layers[l + 1].attn_norm : model.final_norm;
     SkinnyResidualOut ffn_out{buf.residual, model.hidden, next_norm, buf.xg, model.hidden, buf.partials};
-    if (!skip("down") && !(s = skinny_gemm_residual(layer.down, SkinnyInput{buf.act, model.ffn, m}, SkinnyNorm{}, ffn_out, v.down.for_tokens(m), stream, launch_for(pf.down))).ok())
+    if (!(s = skinny_gemm_residual(layer.down, SkinnyInput{buf.act, model.ffn, m}, SkinnyNorm{}, ffn_out, v.down.for_tokens(m), stream, launch)).ok())
       return s;
   }
-  return skinny_gemm_store(model.lm_head, xg_in, norm, buf.logits, DType::F32, model.vocab, v.lm_head.for_tokens(m), stream, launch_for(pf.lm_head));
+  return skinny_gemm_store(model.lm_head, xg_in, norm, buf.logits, DType::F32, model.vocab, v.lm_head.for_tokens(m), stream, launch);
 }
 
 }  // namespace fuselm

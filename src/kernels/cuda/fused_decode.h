@@ -54,10 +54,6 @@ struct FusedDecodeModel {
   // Launch the GEMMs and the attention with programmatic dependent launch (sm_90 code only; the
   // launchers drop it elsewhere): each GEMM streams its first weights while its predecessor ends.
   bool pdl = true;
-  // Per op, the bytes each CTA asks L2 to fetch ahead of its wait (SkinnyGemmLaunch::l2_prefetch_bytes).
-  struct L2Prefetch {
-    int qkv = 0, o = 0, gate_up = 0, down = 0, lm_head = 0;
-  } l2_prefetch;
 };
 
 // Device buffers for up to kSkinnyGemmMaxTokens tokens; sizes from fused_decode_buffer_sizes.

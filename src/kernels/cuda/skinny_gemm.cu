@@ -331,7 +331,7 @@ template <typename T, int MT, int RT, int WARPS, class Epilogue>
 __global__ void __launch_bounds__(WARPS * 32)
     skinny_gemm_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
                        const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split, SkinnyNorm norm,
-                       Epilogue epilogue, int l2_prefetch_bytes) {
+                       Epilogue epilogue) {
   using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
   constexpr int U = Pipe::kStageKTiles, STAGES = Pipe::kStages, XS = Pipe::kXStride, kFrag = Pipe::kFrag;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -385,17 +385,6 @@ __global__ void __launch_bounds__(WARPS * 32)
   // Once a warp's last weight stage is issued the next kernel may start streaming its own weights
   // (the first call in a CTA is the one that counts).
   if (stages <= STAGES - 1) allow_next_grid();
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Lane r asks L2 for the next bytes of row tile r past the prologue: this warp's share of the CTA's.
-  if (l2_prefetch_bytes > 0 && lane < RT && tile0 + lane < row_tiles) {
-    const int64_t kt = k_begin + static_cast<int64_t>(STAGES - 1) * U;
-    const int64_t share = l2_prefetch_bytes / (WARPS * RT) / 512 * 512;
-    const int64_t bytes = min(share, (k_end - kt) * 512);
-    if (bytes > 0) bulk_prefetch_l2(w + ((tile0 + lane) * k_tiles + kt) * 32, static_cast<uint32_t>(bytes));
-  }
-#else
-  (void)l2_prefetch_bytes;
-#endif
   wait_for_previous_grid();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) issue_x(s);
@@ -520,7 +509,7 @@ template <typename T, int MT, int RT, int WARPS, class Epilogue>
 __global__ void __launch_bounds__((WARPS + 1) * 32)
     skinny_gemm_cta_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
                            const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split,
-                           SkinnyNorm norm, Epilogue epilogue, int l2_prefetch_bytes) {
+                           SkinnyNorm norm, Epilogue epilogue) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Pipe = CtaPipe<T, MT, RT, WARPS>;
   constexpr int NT = Pipe::kTiles, U = Pipe::kStageKTiles, STAGES = Pipe::kStages, XS = Pipe::kXStride;
@@ -580,13 +569,6 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
     const int prologue = stages < STAGES ? stages : STAGES;
     if (lane == 0)
       for (int s = 0; s < prologue; ++s) issue_weights(s);
-    // Lane j asks L2 for the next bytes of row tile j past the prologue: its share of the CTA's.
-    if (l2_prefetch_bytes > 0 && lane < tiles_here) {
-      const int64_t kt = k_begin + static_cast<int64_t>(prologue) * U;
-      const int64_t share = l2_prefetch_bytes / tiles_here / 512 * 512;
-      const int64_t bytes = min(share, (k_end - kt) * 512);
-      if (bytes > 0) bulk_prefetch_l2(w + ((tile0 + lane) * k_tiles + kt) * 32, static_cast<uint32_t>(bytes));
-    }
     wait_for_previous_grid();
     for (int s = 0; s < prologue; ++s) issue_x(s);
     for (int s = STAGES; s < stages; ++s) {
@@ -777,7 +759,7 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
     config.attrs = attrs.attrs;
     config.numAttrs = attrs.count;
     FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
-                                          v.k_split, norm, epi, options.pdl ? options.l2_prefetch_bytes : 0));
+                                          v.k_split, norm, epi));
     return Status();
   }
   using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
@@ -794,8 +776,7 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
   config.attrs = attrs.attrs;
   config.numAttrs = attrs.count;
   FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
-                                        v.k_split, norm, epi,
-                                        options.pdl && support.clusters ? options.l2_prefetch_bytes : 0));
+                                        v.k_split, norm, epi));
   return Status();
 }
 

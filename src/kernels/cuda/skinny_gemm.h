@@ -106,10 +106,6 @@ struct SkinnyGemmLaunch {
   // At m = 1, run a CTA-pipeline variant with k_split 4 or 8 on its warp-pipeline twin (rt1_w4 /
   // rt1_w8: the same K pieces added in the same order, so the same bits; faster for one token).
   bool single_token_twin = true;
-  // With pdl: bytes of its weights, beyond the first shared-memory stages, that each CTA asks L2 to
-  // fetch before it waits for the previous kernel (sm_90 bulk prefetch; 0 = none). While the
-  // previous kernel ends, DRAM has time to spare that the first stages alone do not fill.
-  int l2_prefetch_bytes = 0;
 };
 
 // out[m][n] (+)= result, written as `out_dtype` (F32, BF16 or F16) with row stride out_stride.
