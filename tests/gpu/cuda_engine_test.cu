@@ -388,6 +388,76 @@ TEST(CudaEngine, GreedySamplingOnDeviceIsTheArgmaxAndSeededSamplingRepeats) {
   }
 }
 
+// Greedy sampling with a repetition penalty over a window shorter than the history: the device's
+// token (the fused path samples inside its decode graph, reading each row's window at a fixed row
+// stride) is what the host sampler picks from the logits of the same step, row by row.
+TEST(CudaEngine, PenalizedGreedySamplingMatchesTheHostSampler) {
+  FUSELM_REQUIRE_GPU();
+  std::mt19937 gen(108);
+  const ModelConfig config = gqa4_config();
+  auto model = make_synthetic_model(config, false);
+  for (ExecutionPath path : kPaths) {
+    SCOPED_TRACE(execution_path_name(path));
+    auto engine = make_cuda_engine(*model, small_options(DType::BF16, path));
+    SamplingParams p;
+    p.temperature = 0.0f;
+    p.repetition_penalty = 4.0f;  // strong enough to move the argmax off recent tokens
+    p.penalty_window = 6;
+    constexpr int kRows = 3;
+    // Row r: one sequence whose logits come back (forward) and a twin that samples on the device
+    // (forward_sample), fed the same tokens.
+    std::vector<int> logit_seqs, sample_seqs;
+    std::vector<SamplerState> states;
+    std::vector<std::vector<int32_t>> next;
+    for (int r = 0; r < kRows; ++r) {
+      logit_seqs.push_back(engine->add_sequence());
+      sample_seqs.push_back(engine->add_sequence());
+      states.emplace_back(p);
+      const std::vector<int32_t> prompt = random_tokens(gen, 9 + 2 * r, config.vocab_size);
+      forward_one(*engine, logit_seqs[r], prompt, false);
+      states[r].history = prompt;
+      next.push_back(prompt);
+    }
+    int moved = 0;  // steps where the penalty changed the pick
+    for (int step = 0; step < 12; ++step) {
+      std::vector<SequenceChunk> logit_chunks, sample_chunks;
+      std::vector<SamplerState*> samplers;
+      std::vector<SamplerState> before;
+      for (int r = 0; r < kRows; ++r) {
+        const std::span<const int32_t> feed = step == 0 ? std::span<const int32_t>(next[r])
+                                                        : std::span<const int32_t>(next[r]).last(1);
+        if (step > 0) logit_chunks.push_back({logit_seqs[r], feed, false});
+        sample_chunks.push_back({sample_seqs[r], feed, false});
+        samplers.push_back(&states[r]);
+        before.push_back(states[r]);
+      }
+      std::vector<float> logits;
+      if (step > 0) engine->forward(logit_chunks, logits);
+      std::vector<int32_t> sampled;
+      engine->forward_sample(sample_chunks, samplers, sampled);
+      ASSERT_EQ(sampled.size(), static_cast<size_t>(kRows));
+      if (step == 0) {
+        // The prompts' logits came from the prefill; the twins now start decoding in step.
+        for (int r = 0; r < kRows; ++r) next[r] = {sampled[r]};
+        continue;
+      }
+      for (int r = 0; r < kRows; ++r) {
+        std::vector<float> row(logits.begin() + static_cast<std::ptrdiff_t>(r) * config.vocab_size,
+                               logits.begin() + static_cast<std::ptrdiff_t>(r + 1) * config.vocab_size);
+        if (test::argmax(row.data(), config.vocab_size) != sampled[r]) ++moved;
+        const int32_t want = sample_token(row, before[r]);
+        EXPECT_EQ(sampled[r], want) << "step " << step << " row " << r;
+        next[r] = {sampled[r]};
+      }
+    }
+    EXPECT_GT(moved, 0) << "the penalty never changed the greedy pick: the test does not cover it";
+    for (int r = 0; r < kRows; ++r) {
+      engine->remove_sequence(logit_seqs[r]);
+      engine->remove_sequence(sample_seqs[r]);
+    }
+  }
+}
+
 TEST(CudaEngine, OutOfBlocksIsAnErrorNamingTheNumbersAndRemovalFreesBlocks) {
   FUSELM_REQUIRE_GPU();
   std::mt19937 gen(107);
