@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU call that checks and measures what matters most first, within a device-time budget:
 #   1. scripts/gpu-check.sh (build, every GPU test, the CLI; memcheck only while its budget lasts);
-#   2. the decode attention lab (docs/kernels/attention.md), into bench/results/dev/attention-lab/;
+#   2. the decode attention lab (docs/kernels/attention.md), into bench/results/dev/attention-lab/,
+#      and the fused decode step's kernel timeline, into bench/results/dev/decode-timeline/;
 #   3. `--compare baseline,fused` latency on both synthetic shapes (the fused issue's headline);
 #   4. the full default sweeps, each only if the time left (FUSELM_SESSION_BUDGET, default 540 s
 #      from the start) covers its estimate.
@@ -24,6 +25,14 @@ if [ "$(left)" -gt 120 ] && [ -x build-gpu/tests/gpu_attention_test ]; then
   timeout 60 build-gpu/tests/gpu_attention_test --gtest_also_run_disabled_tests \
       --gtest_filter=AttentionBench.DISABLED_Decode 2>&1 | grep "^\[bench\]" |
       tee "$results/dev/attention-lab/$FUSELM_COMMIT.txt"
+  pack
+fi
+if [ "$(left)" -gt 120 ] && [ -x build-gpu/tests/gpu_decode_timeline_test ]; then
+  echo "== decode step timeline ($(left) s left)"
+  mkdir -p "$results/dev/decode-timeline"
+  timeout 90 build-gpu/tests/gpu_decode_timeline_test --gtest_also_run_disabled_tests \
+      --gtest_filter=DecodeTimeline.DISABLED_Lab 2>&1 | grep "^\[bench\]" |
+      tee "$results/dev/decode-timeline/$FUSELM_COMMIT.txt"
   pack
 fi
 for shape in llama-3.1-8b llama-3.2-1b; do

@@ -17,6 +17,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "kernels/cuda/kernel_trace.h"
 #include "kernels/cuda/paged_kv.h"
 
 namespace fuselm {
@@ -52,6 +53,8 @@ struct DecodeAttentionPlan {
   // Launch with programmatic dependent launch (sm_90+; see pdl.cuh): the kernel waits for its
   // predecessor's results first and lets its successor start at once. Same results either way.
   bool pdl = false;
+  // Timeline slot (kernel_trace.h); null records nothing.
+  KernelTrace* trace = nullptr;
 };
 // Workspace bytes decode_attention needs for `max_batch` sequences under `plan`.
 size_t decode_attention_workspace_bytes(const AttentionShape& shape, const DecodeAttentionPlan& plan, int max_batch);

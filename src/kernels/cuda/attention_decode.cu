@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
                         const int32_t* __restrict__ block_tables, int max_blocks_per_seq,
                         const int32_t* __restrict__ kv_lens, int batch, int n_heads, int group, int head_tiles,
                         int n_groups, int split_tokens, int max_splits, float scale_log2, DecodeWorkspaceLayout ws_layout,
-                        uint8_t* __restrict__ workspace, uint16_t* __restrict__ out) {
+                        uint8_t* __restrict__ workspace, uint16_t* __restrict__ out, KernelTrace* trace) {
   using Cfg = DecodeConfig<HEAD_DIM, STAGES>;
   constexpr int kChunks = HEAD_DIM / 8;
   constexpr int kQuads = HEAD_DIM / 4;  // float4 groups per row
@@ -84,6 +84,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   // The next kernel may launch at once: it waits for this grid before its reads.
   allow_next_grid();
   const int tid = threadIdx.x;
+  if (tid == 0) trace_start(trace);
   const int warp = tid / 32;
   const int lane = tid % 32;
   const int64_t capacity = static_cast<int64_t>(max_blocks_per_seq) * layout.block_size;
@@ -151,6 +152,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     if (!waited) {
       wait_for_previous_grid();
       waited = true;
+      if (tid == 0) trace_released(trace);
     }
     static_assert((Cfg::kRows * kChunks) % Cfg::kThreads == 0, "Q chunks must split evenly over the threads");
     #pragma unroll
@@ -297,6 +299,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     if (!waited) {
       wait_for_previous_grid();
       waited = true;
+      if (tid == 0) trace_released(trace);
     }
     const uint16_t fill = Mma<T>::pack(kv_len <= 0 ? 0.0f : NAN, 0.0f) & 0xffffu;
     uint16_t* seq_out = out + static_cast<int64_t>(seq) * n_heads * HEAD_DIM;
@@ -305,6 +308,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
 
   // The last CTA to finish (every claim is made by then) leaves the header at zero for the next launch.
   __syncthreads();
+  if (tid == 0) trace_end(trace);
   if (tid == 0 && atomicAdd(ctas_done, 1) == static_cast<int>(gridDim.x) - 1) {
     atomicExch(next_unclaimed, 0);
     atomicExch(ctas_done, 0);
@@ -387,7 +391,7 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
             static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k), static_cast<const uint16_t*>(kv.v),
             kv.layout, kv.block_tables, kv.max_blocks_per_seq, kv_lens, batch, shape.n_heads, group, head_tiles,
             n_groups, plan.split_tokens, plan.max_splits_per_seq, scale_log2, decode_workspace_layout(shape, plan),
-            static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out)));
+            static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out), plan.trace));
         return Status();
       });
     };

@@ -27,9 +27,12 @@ __device__ __forceinline__ void store_element(void* p, DType t, int64_t i, float
 
 // One CTA per token; thread j owns 16-element tile j (fixed summation order).
 __global__ void fused_embed_kernel(const void* table, DType dtype, int hidden, const int32_t* tokens,
-                                   const float* norm_weight, float* residual, void* xg, float* partials) {
+                                   const float* norm_weight, float* residual, void* xg, float* partials,
+                                   KernelTrace* trace) {
   allow_next_grid();  // the first GEMM streams its weights meanwhile
+  if (threadIdx.x == 0) trace_start(trace);
   wait_for_previous_grid();
+  if (threadIdx.x == 0) trace_released(trace);
   const int tok = blockIdx.x;
   const int64_t row = static_cast<int64_t>(tokens[tok]) * hidden;
   const int tiles = (hidden + 15) / 16;
@@ -42,6 +45,10 @@ __global__ void fused_embed_kernel(const void* table, DType dtype, int hidden, c
       s += v * v;
     }
     partials[tok * tiles + j] = s;
+  }
+  if (trace != nullptr) {
+    __syncthreads();
+    if (threadIdx.x == 0) trace_end(trace);
   }
 }
 
@@ -78,12 +85,12 @@ __global__ void pack_kernel(const uint16_t* src, int64_t src_rows, int64_t cols,
 }  // namespace
 
 Status fused_embed(const void* table, DType dtype, int hidden, const int32_t* tokens, int m, const float* norm_weight,
-                   float* residual, void* xg, float* partials, cudaStream_t stream, bool pdl) {
+                   float* residual, void* xg, float* partials, cudaStream_t stream, bool pdl, KernelTrace* trace) {
   if (dtype != DType::BF16 && dtype != DType::F16)
     return Status::error(str_cat("fused_embed: unsupported dtype=", dtype_name(dtype), " (supported: bf16, f16)"));
   if (m < 1 || m > kSkinnyGemmMaxTokens) return Status::error(str_cat("fused_embed: m=", m, " (supported: 1..16)"));
   FUSELM_CUDA_RETURN(launch_kernel(fused_embed_kernel, dim3(m), dim3(256), 0, stream, pdl, table, dtype, hidden, tokens,
-                                   norm_weight, residual, xg, partials));
+                                   norm_weight, residual, xg, partials, trace));
   return Status();
 }
 
@@ -123,13 +130,18 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
   const SkinnyNorm norm{buf.partials, tiles, model.hidden, model.eps};
   const AttentionShape shape{model.n_heads, model.n_kv_heads, model.head_dim, 1.0f / std::sqrt(float(model.head_dim))};
   const FusedDecodeVariants& v = model.variants;
-  const SkinnyGemmLaunch launch{model.pdl};
+  auto slot = [&](int i) { return buf.trace != nullptr ? buf.trace + i : nullptr; };
+  auto launch = [&](size_t l, FusedTraceOp op) {
+    SkinnyGemmLaunch options{model.pdl};
+    options.trace = slot(fused_decode_trace_slot(static_cast<int>(l), op));
+    return options;
+  };
   DecodeAttentionPlan attention = attention_plan;
   attention.pdl = model.pdl;
 
   Status s = fused_embed(model.embedding, model.dtype, model.hidden, in.tokens, m,
                          model.layers.empty() ? model.final_norm : model.layers[0].attn_norm, buf.residual, buf.xg,
-                         buf.partials, stream, model.pdl);
+                         buf.partials, stream, model.pdl, slot(0));
   if (!s.ok()) return s;
   const SkinnyInput xg_in{buf.xg, model.hidden, m};
   for (size_t l = 0; l < model.layers.size(); ++l) {
@@ -145,26 +157,30 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
     qkv.n_heads = model.n_heads;
     qkv.n_kv_heads = model.n_kv_heads;
     qkv.head_dim = model.head_dim;
-    if (!(s = skinny_gemm_qkv_rope(layer.qkv, xg_in, norm, qkv, v.qkv.for_tokens(m), stream, launch)).ok()) return s;
+    if (!(s = skinny_gemm_qkv_rope(layer.qkv, xg_in, norm, qkv, v.qkv.for_tokens(m), stream, launch(l, FusedTraceOp::Qkv))).ok()) return s;
 
+    attention.trace = slot(fused_decode_trace_slot(static_cast<int>(l), FusedTraceOp::Attention));
     if (!(s = decode_attention(buf.q, buf.attn, model.dtype, shape, kv, in.kv_lens, m, attention,
                                buf.attention_workspace, stream)).ok())
       return s;
 
     SkinnyResidualOut attn_out{buf.residual, model.hidden, layer.ffn_norm, buf.xg, model.hidden, buf.partials};
-    if (!(s = skinny_gemm_residual(layer.o, SkinnyInput{buf.attn, q_dim, m}, SkinnyNorm{}, attn_out, v.o.for_tokens(m), stream, launch)).ok())
+    if (!(s = skinny_gemm_residual(layer.o, SkinnyInput{buf.attn, q_dim, m}, SkinnyNorm{}, attn_out, v.o.for_tokens(m), stream, launch(l, FusedTraceOp::O))).ok())
       return s;
 
     if (!(s = skinny_gemm_swiglu(layer.gate_up, xg_in, norm, SkinnySwigluOut{buf.act, model.ffn, model.ffn},
-                                 v.gate_up.for_tokens(m), stream, launch)).ok())
+                                 v.gate_up.for_tokens(m), stream, launch(l, FusedTraceOp::GateUp))).ok())
       return s;
 
     const float* next_norm = l + 1 < model.layers.size() ? model.layers[l + 1].attn_norm : model.final_norm;
     SkinnyResidualOut ffn_out{buf.residual, model.hidden, next_norm, buf.xg, model.hidden, buf.partials};
-    if (!(s = skinny_gemm_residual(layer.down, SkinnyInput{buf.act, model.ffn, m}, SkinnyNorm{}, ffn_out, v.down.for_tokens(m), stream, launch)).ok())
+    if (!(s = skinny_gemm_residual(layer.down, SkinnyInput{buf.act, model.ffn, m}, SkinnyNorm{}, ffn_out, v.down.for_tokens(m), stream, launch(l, FusedTraceOp::Down))).ok())
       return s;
   }
-  return skinny_gemm_store(model.lm_head, xg_in, norm, buf.logits, DType::F32, model.vocab, v.lm_head.for_tokens(m), stream, launch);
+  SkinnyGemmLaunch head{model.pdl};
+  head.trace = slot(fused_decode_trace_slots(static_cast<int>(model.layers.size())) - 1);
+  return skinny_gemm_store(model.lm_head, xg_in, norm, buf.logits, DType::F32, model.vocab, v.lm_head.for_tokens(m),
+                           stream, head);
 }
 
 }  // namespace fuselm

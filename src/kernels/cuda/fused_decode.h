@@ -66,7 +66,14 @@ struct FusedDecodeBuffers {
   void* act = nullptr;        // [16][ffn]
   float* logits = nullptr;    // [16][vocab]
   void* attention_workspace = nullptr;
+  KernelTrace* trace = nullptr;  // [fused_decode_trace_slots(layers)] timeline slots, or null
 };
+
+// Timeline slots of one fused step (kernel_trace.h): the embedding, then per layer qkv, attention,
+// o, gate_up and down, then the LM head.
+enum class FusedTraceOp { Qkv, Attention, O, GateUp, Down };
+inline int fused_decode_trace_slots(int layers) { return 2 + 5 * layers; }
+inline int fused_decode_trace_slot(int layer, FusedTraceOp op) { return 1 + 5 * layer + static_cast<int>(op); }
 
 struct FusedDecodeBufferSizes {
   size_t residual, xg, partials, q, attn, act, logits, attention_workspace;  // bytes
@@ -91,7 +98,8 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
 // Gathers embeddings into the residual stream and writes the first norm's inputs (x·g, per-tile
 // sums of squares), as the residual epilogue does for later layers.
 Status fused_embed(const void* table, DType dtype, int hidden, const int32_t* tokens, int m, const float* norm_weight,
-                   float* residual, void* xg, float* partials, cudaStream_t stream, bool pdl = false);
+                   float* residual, void* xg, float* partials, cudaStream_t stream, bool pdl = false,
+                   KernelTrace* trace = nullptr);
 
 // Repacks a row-major device matrix [src_rows][cols] into the fragment layout (mma_packing.h),
 // rows picked by row_map (device, packed_rows entries, -1 = zero row) or the identity when null.

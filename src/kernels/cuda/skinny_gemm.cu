@@ -331,8 +331,9 @@ template <typename T, int MT, int RT, int WARPS, class Epilogue>
 __global__ void __launch_bounds__(WARPS * 32)
     skinny_gemm_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
                        const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split, SkinnyNorm norm,
-                       Epilogue epilogue) {
+                       Epilogue epilogue, KernelTrace* trace) {
   using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
+  if (threadIdx.x == 0) trace_start(trace);
   constexpr int U = Pipe::kStageKTiles, STAGES = Pipe::kStages, XS = Pipe::kXStride, kFrag = Pipe::kFrag;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float rstd[kSkinnyGemmMaxTokens];
@@ -386,6 +387,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   // (the first call in a CTA is the one that counts).
   if (stages <= STAGES - 1) allow_next_grid();
   wait_for_previous_grid();
+  if (threadIdx.x == 0) trace_released(trace);
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) issue_x(s);
   cp_async_commit();
@@ -482,6 +484,10 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
   // A CTA's shared memory must outlive its peers' reads of it.
   if (k_split > 1) cluster_barrier();
+  if (trace != nullptr) {
+    __syncthreads();  // every warp's epilogue is done
+    if (threadIdx.x == 0) trace_end(trace);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -509,9 +515,10 @@ template <typename T, int MT, int RT, int WARPS, class Epilogue>
 __global__ void __launch_bounds__((WARPS + 1) * 32)
     skinny_gemm_cta_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
                            const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split,
-                           SkinnyNorm norm, Epilogue epilogue) {
+                           SkinnyNorm norm, Epilogue epilogue, KernelTrace* trace) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Pipe = CtaPipe<T, MT, RT, WARPS>;
+  if (threadIdx.x == 0) trace_start(trace);
   constexpr int NT = Pipe::kTiles, U = Pipe::kStageKTiles, STAGES = Pipe::kStages, XS = Pipe::kXStride;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ uint64_t full[STAGES], empty[STAGES];
@@ -570,6 +577,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
     if (lane == 0)
       for (int s = 0; s < prologue; ++s) issue_weights(s);
     wait_for_previous_grid();
+    if (lane == 0) trace_released(trace);
     for (int s = 0; s < prologue; ++s) issue_x(s);
     for (int s = STAGES; s < stages; ++s) {
       const int b = s % STAGES;
@@ -665,7 +673,12 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
     }
   }
   if (k_split > 1) cluster_barrier();  // a CTA's shared memory must outlive its peers' reads of it
+  if (trace != nullptr) {
+    __syncthreads();  // every warp's epilogue is done
+    if (threadIdx.x == 0) trace_end(trace);
+  }
 #else
+  (void)trace;
   __trap();  // the launcher refuses the CTA pipeline without sm_90 code
 #endif
 }
@@ -759,7 +772,7 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
     config.attrs = attrs.attrs;
     config.numAttrs = attrs.count;
     FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
-                                          v.k_split, norm, epi));
+                                          v.k_split, norm, epi, options.trace));
     return Status();
   }
   using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
@@ -776,7 +789,7 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
   config.attrs = attrs.attrs;
   config.numAttrs = attrs.count;
   FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
-                                        v.k_split, norm, epi));
+                                        v.k_split, norm, epi, options.trace));
   return Status();
 }
 

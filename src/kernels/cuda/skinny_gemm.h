@@ -17,6 +17,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "kernels/cuda/kernel_trace.h"
 #include "kernels/cuda/paged_kv.h"
 
 namespace fuselm {
@@ -106,6 +107,8 @@ struct SkinnyGemmLaunch {
   // At m = 1, run a CTA-pipeline variant with k_split 4 or 8 on its warp-pipeline twin (rt1_w4 /
   // rt1_w8: the same K pieces added in the same order, so the same bits; faster for one token).
   bool single_token_twin = true;
+  // Timeline slot (kernel_trace.h); null records nothing.
+  KernelTrace* trace = nullptr;
 };
 
 // out[m][n] (+)= result, written as `out_dtype` (F32, BF16 or F16) with row stride out_stride.

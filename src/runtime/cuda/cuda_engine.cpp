@@ -59,6 +59,9 @@ class CudaEngineImpl final : public CudaEngine {
                       std::vector<int32_t>& tokens) override;
   KvCacheStats kv_stats() const override { return kv_->stats(); }
   int max_sequence_length() const override { return max_sequence_length_; }
+  std::vector<KernelTrace> decode_trace() const override {
+    return fused_ ? fused_->trace(stream_) : std::vector<KernelTrace>{};
+  }
   KvCapacity kv_capacity() const override {
     const KvCacheStats s = kv_->stats();
     return {static_cast<int64_t>(s.total_blocks) * s.block_size, s.block_size, max_sequence_length_};
@@ -243,7 +246,7 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
     inputs.history_stride = limits.history_capacity;
     inputs.sampled = input_device<int32_t>(in.sampled);
     inputs.sampled_host = input_host<int32_t>(in.sampled);
-    fused_->capture(*kv_, inputs, stream_);
+    fused_->capture(*kv_, inputs, stream_, tuning.trace_decode);
   }
   const int64_t pool_tokens = blocks * limits.block_size;
   max_sequence_length_ = static_cast<int>(std::min<int64_t>(limits.max_seq_len, pool_tokens));

@@ -1,7 +1,9 @@
 #pragma once
 // The CUDA backend: weights uploaded once, a memory plan made at load, a paged KV cache.
 #include <memory>
+#include <vector>
 
+#include "kernels/cuda/kernel_trace.h"
 #include "runtime/cuda/kv_cache.h"
 #include "runtime/engine.h"
 
@@ -13,6 +15,7 @@ struct CudaEngineTuning {
   int kv_block_size = 16;          // tokens per KV block (a power of two)
   size_t memory_reserve_bytes = size_t{512} << 20;  // left free for the CUDA context, cuBLASLt, etc.
   int max_kv_blocks = 0;           // 0 = size the pool from memory; else at most this many blocks
+  bool trace_decode = false;       // fused decode graphs record their kernels' timeline (a lab tool)
 };
 
 // What a CUDA engine offers beyond the Engine interface (tests and tools use it).
@@ -21,6 +24,9 @@ class CudaEngine : public Engine {
   virtual KvCacheStats kv_stats() const = 0;
   // Longest sequence the engine accepts (min of max_seq_len and what the pool can hold).
   virtual int max_sequence_length() const = 0;
+  // The last fused decode step's kernel timeline (fused_decode_trace_slot() order), when the
+  // engine was made with CudaEngineTuning::trace_decode; empty otherwise.
+  virtual std::vector<KernelTrace> decode_trace() const = 0;
 };
 
 // Throws Error when no CUDA device is usable.

@@ -168,7 +168,7 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
   FUSELM_CUDA_THROW(cudaStreamSynchronize(stream));
 }
 
-void FusedDecoder::capture(KvCache& kv, const FusedDecodeStepInputs& inputs, cudaStream_t stream) {
+void FusedDecoder::capture(KvCache& kv, const FusedDecodeStepInputs& inputs, cudaStream_t stream, bool trace) {
   FUSELM_CHECK(graphs_.empty(), "fused decode: the graphs are already captured");
   FUSELM_CHECK(inputs.tokens && inputs.positions && inputs.kv_lens && inputs.block_tables && inputs.params &&
                    inputs.history && inputs.sampled && inputs.sampled_host && inputs.max_blocks_per_seq > 0 &&
@@ -182,6 +182,11 @@ void FusedDecoder::capture(KvCache& kv, const FusedDecodeStepInputs& inputs, cud
     model_.layers[l].v_cache = view.v;
   }
   scratch_block_ = kv.reserve_scratch_block();
+  if (trace) {
+    const int slots = fused_decode_trace_slots(static_cast<int>(model_.layers.size()));
+    trace_ = DeviceBuffer::allocate(static_cast<size_t>(slots) * sizeof(KernelTrace), "the decode timeline");
+    step_buffers_.trace = trace_.at<KernelTrace>(0);
+  }
   for (int bucket : buckets_)
     graphs_.push_back(CudaGraph::capture(stream, [&] { return record_step(bucket, stream); }));
 }
@@ -194,6 +199,12 @@ int FusedDecoder::bucket_for(int batch) const {
 
 Status FusedDecoder::record_step(int bucket, cudaStream_t stream) const {
   const int64_t stride = inputs_.max_blocks_per_seq;
+  if (step_buffers_.trace != nullptr) {
+    // Every slot unset (all bytes 0xFF, kernel_trace.h) before the step's kernels stamp theirs.
+    const Status s = cuda_status(cudaMemsetAsync(step_buffers_.trace, 0xFF, trace_.size(), stream),
+                                 "cudaMemsetAsync(decode timeline)", __FILE__, __LINE__);
+    if (!s.ok()) return s;
+  }
   for (int first = 0; first < bucket; first += kSkinnyGemmMaxTokens) {
     FusedDecodeInputs in;
     in.tokens = inputs_.tokens + first;
@@ -215,6 +226,14 @@ Status FusedDecoder::record_step(int bucket, cudaStream_t stream) const {
   return cuda_status(cudaMemcpyAsync(inputs_.sampled_host, inputs_.sampled, static_cast<size_t>(bucket) * sizeof(int32_t),
                                      cudaMemcpyDeviceToHost, stream),
                      "cudaMemcpyAsync(sampled ids to the host)", __FILE__, __LINE__);
+}
+
+std::vector<KernelTrace> FusedDecoder::trace(cudaStream_t stream) const {
+  std::vector<KernelTrace> t(trace_.size() / sizeof(KernelTrace));
+  if (t.empty()) return t;
+  FUSELM_CUDA_THROW(cudaMemcpyAsync(t.data(), trace_.at<KernelTrace>(0), trace_.size(), cudaMemcpyDeviceToHost, stream));
+  FUSELM_CUDA_THROW(cudaStreamSynchronize(stream));
+  return t;
 }
 
 void FusedDecoder::run(int bucket, cudaStream_t stream) const {

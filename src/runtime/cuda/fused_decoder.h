@@ -71,8 +71,10 @@ class FusedDecoder {
                std::vector<int> buckets, cudaStream_t stream);
 
   // Takes the cache's scratch block and captures every bucket's graph over `kv` (which must outlive
-  // the decoder) and the fixed step inputs. Run once, before the first step.
-  void capture(KvCache& kv, const FusedDecodeStepInputs& inputs, cudaStream_t stream);
+  // the decoder) and the fixed step inputs. Run once, before the first step. With `trace`, every
+  // replay also records the timeline of its kernels (kernel_trace.h; a lab tool), which trace()
+  // reads back.
+  void capture(KvCache& kv, const FusedDecodeStepInputs& inputs, cudaStream_t stream, bool trace = false);
 
   // The smallest bucket holding `batch` rows.
   int bucket_for(int batch) const;
@@ -85,6 +87,9 @@ class FusedDecoder {
   // inputs.sampled_host (there once the stream has reached this point).
   void run(int bucket, cudaStream_t stream) const;
   float* logits() const { return logits_; }
+  // The last replay's timeline, fused_decode_trace_slot() order; empty unless captured with trace.
+  // Waits for the stream.
+  std::vector<KernelTrace> trace(cudaStream_t stream) const;
 
   size_t packed_weight_bytes() const { return packed_.size(); }
   size_t buffer_bytes() const { return buffers_.size(); }
@@ -105,6 +110,7 @@ class FusedDecoder {
   std::vector<CudaGraph> graphs_;  // one per bucket, same order
   DeviceBuffer packed_;   // every packed weight matrix
   DeviceBuffer buffers_;  // step buffers, logits
+  DeviceBuffer trace_;    // timeline slots, when captured with trace
 };
 
 }  // namespace fuselm

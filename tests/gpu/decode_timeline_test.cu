@@ -1,0 +1,135 @@
+// The fused decode step's kernel timeline (kernel_trace.h): a check that every traced kernel stamps
+// a consistent record, and a lab that prints, for the synthetic Llama shapes at batch 1, where each
+// kind of kernel starts, is released from its wait, and ends within a step, averaged over layers.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.h"
+#include "reference_model.h"
+#include "kernels/cuda/fused_decode.h"
+#include "model/loader.h"
+#include "runtime/cuda/cuda_engine.h"
+
+namespace fuselm {
+namespace {
+
+EngineOptions lab_options() {
+  EngineOptions o;
+  o.device = DeviceKind::Cuda;
+  o.dtype = DType::BF16;
+  o.path = ExecutionPath::Fused;
+  o.max_batch = 1;
+  o.max_prefill_tokens = 512;
+  o.max_seq_len = 1024;
+  return o;
+}
+
+// Prefills `prompt` tokens into one sequence, then decodes `steps` tokens one step at a time and
+// returns every step's timeline.
+std::vector<std::vector<KernelTrace>> traced_steps(const Model& model, int prompt, int steps) {
+  CudaEngineTuning tuning;
+  tuning.trace_decode = true;
+  auto engine = make_cuda_engine(model, lab_options(), tuning);
+  const int seq = engine->add_sequence();
+  std::mt19937 gen(7);
+  std::uniform_int_distribution<int32_t> pick(0, model.config.vocab_size - 1);
+  std::vector<int32_t> tokens(static_cast<size_t>(prompt));
+  for (int32_t& t : tokens) t = pick(gen);
+  std::vector<float> logits;
+  SequenceChunk chunk{seq, tokens, false};
+  engine->forward(std::span<const SequenceChunk>(&chunk, 1), logits);
+  std::vector<std::vector<KernelTrace>> out;
+  for (int s = 0; s < steps; ++s) {
+    const int32_t next = pick(gen);
+    SequenceChunk step{seq, std::span<const int32_t>(&next, 1), false};
+    engine->forward(std::span<const SequenceChunk>(&step, 1), logits);
+    out.push_back(engine->decode_trace());
+  }
+  return out;
+}
+
+// GQA 4, three layers: enough kernels to check the order of the records.
+ModelConfig small_config() {
+  ModelConfig c;
+  c.hidden_size = 256;
+  c.num_layers = 3;
+  c.num_heads = 4;
+  c.num_kv_heads = 1;
+  c.head_dim = 64;
+  c.intermediate_size = 688;
+  c.vocab_size = 1000;
+  c.max_position_embeddings = 4096;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+TEST(DecodeTimeline, EveryKernelStampsAnOrderedRecord) {
+  FUSELM_REQUIRE_GPU();
+  const ModelConfig config = small_config();
+  auto model = test::make_synthetic_model(config, false);
+  const auto steps = traced_steps(*model, 20, 3);
+  ASSERT_EQ(steps.size(), 3u);
+  for (const std::vector<KernelTrace>& trace : steps) {
+    ASSERT_EQ(trace.size(), static_cast<size_t>(fused_decode_trace_slots(config.num_layers)));
+    for (size_t i = 0; i < trace.size(); ++i) {
+      const KernelTrace& t = trace[i];
+      SCOPED_TRACE("slot " + std::to_string(i));
+      ASSERT_NE(t.start, KernelTrace::kUnset);
+      ASSERT_NE(t.released, KernelTrace::kUnset);
+      ASSERT_NE(t.end_complement, KernelTrace::kUnset);
+      EXPECT_LE(t.start, t.released);
+      EXPECT_LE(t.released, t.end());
+      // A kernel is released only once its predecessor has ended (programmatic dependent launch
+      // lets it start earlier, never read earlier).
+      if (i > 0) EXPECT_GE(t.released, trace[i - 1].end());
+    }
+  }
+  // Without the tuning flag there is no timeline.
+  auto plain = make_cuda_engine(*model, lab_options());
+  EXPECT_TRUE(plain->decode_trace().empty());
+}
+
+// Lab: batch 1, prompt 512, the mean over 16 steps and over the layers of each step of, per kind of
+// kernel: its start, release and end relative to its predecessor's end, and its duration.
+TEST(DecodeTimeline, DISABLED_Lab) {
+  FUSELM_REQUIRE_GPU();
+  LoadOptions load;
+  load.materialize_synthetic = false;
+  const char* kOps[] = {"qkv", "attention", "o", "gate_up", "down"};
+  std::printf("[bench] %-14s %-10s %10s %10s %10s %10s %10s\n", "shape", "kernel", "start", "released", "end",
+              "busy", "step");
+  std::printf("[bench] %-14s %-10s %10s %10s %10s %10s %10s\n", "", "", "us after", "predecessor's", "end", "(us)",
+              "(us)");
+  for (const char* shape : {"llama-3.1-8b", "llama-3.2-1b"}) {
+    auto model = load_model(std::string("synthetic:") + shape + "?vocab=32000", load);
+    const int layers = model->config.num_layers;
+    const auto steps = traced_steps(*model, 512, 16);
+    double start[5] = {}, released[5] = {}, end[5] = {}, busy[5] = {}, step_us = 0;
+    int n = 0;
+    for (const std::vector<KernelTrace>& t : steps) {
+      step_us += (t.back().end() - t.front().start) * 1e-3;
+      for (int l = 0; l < layers; ++l) {
+        for (int op = 0; op < 5; ++op) {
+          const int i = fused_decode_trace_slot(l, static_cast<FusedTraceOp>(op));
+          const double prev_end = static_cast<double>(t[static_cast<size_t>(i - 1)].end());
+          start[op] += (static_cast<double>(t[i].start) - prev_end) * 1e-3;
+          released[op] += (static_cast<double>(t[i].released) - prev_end) * 1e-3;
+          end[op] += (static_cast<double>(t[i].end()) - prev_end) * 1e-3;
+          busy[op] += (static_cast<double>(t[i].end()) - static_cast<double>(t[i].start)) * 1e-3;
+        }
+        ++n;
+      }
+    }
+    for (int op = 0; op < 5; ++op)
+      std::printf("[bench] %-14s %-10s %10.2f %10.2f %10.2f %10.2f %10.1f\n", shape, kOps[op], start[op] / n,
+                  released[op] / n, end[op] / n, busy[op] / n, step_us / steps.size());
+  }
+}
+
+}  // namespace
+}  // namespace fuselm
