@@ -3,7 +3,8 @@
 # turns (round 1: A, B, C, ...; round 2: A, B, C, ...), so that drift of the machine hits every
 # configuration alike, then prints each run's decode tok/s (latency scenario, every depth) and
 # output tok/s per batch (throughput scenario).
-# A configuration is NAME or NAME:VAR=VALUE[,VAR=VALUE...], environment variables the run gets.
+# A configuration is NAME or NAME:VAR=VALUE[,VAR=VALUE...], environment variables the run gets
+# (commas separate variables, so a value cannot hold one: use another separator inside values).
 # Usage: bash scripts/gpu-ab.sh SHAPE ROUNDS CONFIG... -- BENCH-ARGS...
 #   e.g. bash scripts/gpu-ab.sh llama-3.2-1b 2 base other:SOME_SWITCH=1 -- --scenario latency --reps 2
 # JSON goes to bench/results/dev/ab/SHAPE-NAME-ROUND.json.
