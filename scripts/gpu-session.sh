@@ -19,22 +19,19 @@ fuselm=build-gpu/fuselm
 left() { echo $((budget - SECONDS)); }
 pack() { [ -n "${OUT:-}" ] && tar czf "$OUT/session-results.tar.gz" -C "$results" . 2>/dev/null; true; }
 pack
-if [ "$(left)" -gt 120 ] && [ -x build-gpu/tests/gpu_attention_test ]; then
-  echo "== decode attention lab ($(left) s left)"
-  mkdir -p "$results/dev/attention-lab"
-  timeout 60 build-gpu/tests/gpu_attention_test --gtest_also_run_disabled_tests \
-      --gtest_filter=AttentionBench.DISABLED_Decode 2>&1 | grep "^\[bench\]" |
-      tee "$results/dev/attention-lab/$FUSELM_COMMIT.txt"
+# A kernel lab: a disabled GoogleTest whose [bench] lines land in bench/results/dev/DIR/COMMIT.txt.
+# Usage: lab TITLE TEST-BINARY FILTER DIR TIMEOUT
+lab() {
+  local exe=build-gpu/tests/$2
+  [ "$(left)" -gt 120 ] && [ -x "$exe" ] || return 0
+  echo "== $1 ($(left) s left)"
+  mkdir -p "$results/dev/$4"
+  timeout "$5" "$exe" --gtest_also_run_disabled_tests --gtest_filter="$3" 2>&1 | grep "^\[bench\]" |
+      tee "$results/dev/$4/$FUSELM_COMMIT.txt"
   pack
-fi
-if [ "$(left)" -gt 120 ] && [ -x build-gpu/tests/gpu_decode_timeline_test ]; then
-  echo "== decode step timeline ($(left) s left)"
-  mkdir -p "$results/dev/decode-timeline"
-  timeout 90 build-gpu/tests/gpu_decode_timeline_test --gtest_also_run_disabled_tests \
-      --gtest_filter=DecodeTimeline.DISABLED_Lab 2>&1 | grep "^\[bench\]" |
-      tee "$results/dev/decode-timeline/$FUSELM_COMMIT.txt"
-  pack
-fi
+}
+lab "decode attention lab" gpu_attention_test AttentionBench.DISABLED_Decode attention-lab 60
+lab "decode step timeline" gpu_decode_timeline_test DecodeTimeline.DISABLED_Lab decode-timeline 90
 for shape in llama-3.1-8b llama-3.2-1b; do
   [ "$(left)" -gt 60 ] || { echo "== compare $shape: skipped, $(left) s left"; continue; }
   echo "== compare $shape ($(left) s left)"

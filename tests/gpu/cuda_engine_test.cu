@@ -20,22 +20,9 @@
 namespace fuselm {
 namespace {
 
+using test::gqa4_config;
 using test::make_synthetic_model;
 using test::ReferenceModel;
-
-ModelConfig gqa4_config() {
-  ModelConfig c;
-  c.hidden_size = 256;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 1;
-  c.head_dim = 64;
-  c.intermediate_size = 688;
-  c.vocab_size = 1000;
-  c.max_position_embeddings = 4096;
-  c.tie_word_embeddings = true;
-  return c;
-}
 
 // GQA 8, q_dim != hidden, an FFN width that is not a multiple of 8, an odd vocab, llama3 RoPE.
 ModelConfig gqa8_config() {

@@ -53,24 +53,10 @@ std::vector<std::vector<KernelTrace>> traced_steps(const Model& model, int promp
   return out;
 }
 
-// GQA 4, three layers: enough kernels to check the order of the records.
-ModelConfig small_config() {
-  ModelConfig c;
-  c.hidden_size = 256;
-  c.num_layers = 3;
-  c.num_heads = 4;
-  c.num_kv_heads = 1;
-  c.head_dim = 64;
-  c.intermediate_size = 688;
-  c.vocab_size = 1000;
-  c.max_position_embeddings = 4096;
-  c.tie_word_embeddings = true;
-  return c;
-}
-
 TEST(DecodeTimeline, EveryKernelStampsAnOrderedRecord) {
   FUSELM_REQUIRE_GPU();
-  const ModelConfig config = small_config();
+  ModelConfig config = test::gqa4_config();
+  config.num_layers = 3;  // enough kernels to check the order of the records
   auto model = test::make_synthetic_model(config, false);
   const auto steps = traced_steps(*model, 20, 3);
   ASSERT_EQ(steps.size(), 3u);

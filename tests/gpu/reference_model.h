@@ -13,6 +13,21 @@
 
 namespace fuselm::test {
 
+// A small GQA-4 model (head_dim 64, two layers) the fused decode path runs: the engine tests' default.
+inline ModelConfig gqa4_config() {
+  ModelConfig c;
+  c.hidden_size = 256;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 1;
+  c.head_dim = 64;
+  c.intermediate_size = 688;
+  c.vocab_size = 1000;
+  c.max_position_embeddings = 4096;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
 // A synthetic model of `config`: every tensor has a SyntheticInit; host data only if `materialize`
 // (then in f32, so that tests can round it to any dtype themselves).
 inline std::unique_ptr<Model> make_synthetic_model(const ModelConfig& config, bool materialize, uint64_t seed = 1) {

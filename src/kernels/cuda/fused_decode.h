@@ -72,8 +72,9 @@ struct FusedDecodeBuffers {
 // Timeline slots of one fused step (kernel_trace.h): the embedding, then per layer qkv, attention,
 // o, gate_up and down, then the LM head.
 enum class FusedTraceOp { Qkv, Attention, O, GateUp, Down };
-inline int fused_decode_trace_slots(int layers) { return 2 + 5 * layers; }
+inline int fused_decode_trace_slots(int layers) { return 2 + 5 * layers; }  // embedding, layers, LM head
 inline int fused_decode_trace_slot(int layer, FusedTraceOp op) { return 1 + 5 * layer + static_cast<int>(op); }
+inline int fused_decode_trace_head_slot(int layers) { return 1 + 5 * layers; }
 
 struct FusedDecodeBufferSizes {
   size_t residual, xg, partials, q, attn, act, logits, attention_workspace;  // bytes

@@ -300,10 +300,8 @@ void CudaEngineImpl::run_fused_decode(const Step& step, bool rows_sampled) {
   }
   // One copy from the first parameter row to the bucket's last block-table row (the slices are
   // laid out in that order); each separate copy used to cost the replay a few microseconds.
-  const size_t first = in.decode_params.offset;
   const size_t end = in.decode_block_tables.offset + static_cast<size_t>(bucket) * stride * sizeof(int32_t);
-  FUSELM_CUDA_THROW(cudaMemcpyAsync(inputs_device_.at<std::byte>(first), inputs_host_.at<std::byte>(first), end - first,
-                                    cudaMemcpyHostToDevice, stream_));
+  upload(in.decode_params, end - in.decode_params.offset);
   fused_->run(bucket, stream_);
 }
 

@@ -199,12 +199,9 @@ int FusedDecoder::bucket_for(int batch) const {
 
 Status FusedDecoder::record_step(int bucket, cudaStream_t stream) const {
   const int64_t stride = inputs_.max_blocks_per_seq;
-  if (step_buffers_.trace != nullptr) {
-    // Every slot unset (all bytes 0xFF, kernel_trace.h) before the step's kernels stamp theirs.
-    const Status s = cuda_status(cudaMemsetAsync(step_buffers_.trace, 0xFF, trace_.size(), stream),
-                                 "cudaMemsetAsync(decode timeline)", __FILE__, __LINE__);
-    if (!s.ok()) return s;
-  }
+  // Every timeline slot unset (all bytes 0xFF, kernel_trace.h) before the step's kernels stamp theirs.
+  if (step_buffers_.trace != nullptr)
+    FUSELM_CUDA_RETURN(cudaMemsetAsync(step_buffers_.trace, 0xFF, trace_.size(), stream));
   for (int first = 0; first < bucket; first += kSkinnyGemmMaxTokens) {
     FusedDecodeInputs in;
     in.tokens = inputs_.tokens + first;
@@ -223,9 +220,9 @@ Status FusedDecoder::record_step(int bucket, cudaStream_t stream) const {
   const Status s = sample_tokens(logits_, bucket, model_.vocab, inputs_.params, inputs_.history, inputs_.history_stride,
                                  inputs_.sampled, stream);
   if (!s.ok()) return s;
-  return cuda_status(cudaMemcpyAsync(inputs_.sampled_host, inputs_.sampled, static_cast<size_t>(bucket) * sizeof(int32_t),
-                                     cudaMemcpyDeviceToHost, stream),
-                     "cudaMemcpyAsync(sampled ids to the host)", __FILE__, __LINE__);
+  FUSELM_CUDA_RETURN(cudaMemcpyAsync(inputs_.sampled_host, inputs_.sampled, static_cast<size_t>(bucket) * sizeof(int32_t),
+                                     cudaMemcpyDeviceToHost, stream));
+  return Status();
 }
 
 std::vector<KernelTrace> FusedDecoder::trace(cudaStream_t stream) const {
