@@ -70,6 +70,17 @@ TEST(DecodeTimeline, EveryKernelStampsAnOrderedRecord) {
       ASSERT_NE(t.end_complement, KernelTrace::kUnset);
       EXPECT_LE(t.start, t.released);
       EXPECT_LE(t.released, t.end());
+      EXPECT_LE(t.start, t.last_start());
+      EXPECT_LE(t.released, t.last_released());
+      EXPECT_LE(t.last_released(), t.end());
+      // The marks, where a kernel has them, come in order between its release and its end.
+      uint64_t before = t.released;
+      for (int m = 0; m < KernelTrace::kMarks; ++m) {
+        if (t.mark(m) == KernelTrace::kUnset) continue;
+        EXPECT_LE(before, t.mark(m)) << "mark " << m;
+        before = t.mark(m);
+      }
+      EXPECT_LE(before, t.end());
       // A kernel is released only once its predecessor has ended (programmatic dependent launch
       // lets it start earlier, never read earlier).
       if (i > 0) EXPECT_GE(t.released, trace[i - 1].end());
@@ -80,40 +91,50 @@ TEST(DecodeTimeline, EveryKernelStampsAnOrderedRecord) {
   EXPECT_TRUE(plain->decode_trace().empty());
 }
 
+// What each kernel's marks (kernel_trace.h) stand for, in the lab's columns.
+constexpr const char* kMarkNames =
+    "marks: GEMMs m0 first stage landed, m1 K loop done, m2 epilogue starts; "
+    "attention m0 q and prologue landed, m1 key loop done, m2 split partial written and counted";
+
 // Lab: batch 1, prompt 512, the mean over 16 steps and over the layers of each step of, per kind of
-// kernel: its start, release and end relative to its predecessor's end, and its duration.
+// kernel: when its first and last CTA start, are released from the wait, reach each mark (the
+// last CTA), and end, relative to its predecessor's end.
 TEST(DecodeTimeline, DISABLED_Lab) {
   FUSELM_REQUIRE_GPU();
   LoadOptions load;
   load.materialize_synthetic = false;
   const char* kOps[] = {"qkv", "attention", "o", "gate_up", "down"};
-  std::printf("[bench] %-14s %-10s %10s %10s %10s %10s %10s\n", "shape", "kernel", "start", "released", "end",
-              "busy", "step");
-  std::printf("[bench] %-14s %-10s %10s %10s %10s %10s %10s\n", "", "", "us after", "predecessor's", "end", "(us)",
-              "(us)");
+  constexpr int kColumns = 8;
+  const char* kColumnNames[kColumns] = {"start", "start_l", "rel", "rel_l", "m0_l", "m1_l", "m2_l", "end_l"};
+  std::printf("[bench] us after the predecessor's end (_l: last CTA); %s\n", kMarkNames);
+  std::printf("[bench] %-13s %-9s", "shape", "kernel");
+  for (const char* c : kColumnNames) std::printf(" %8s", c);
+  std::printf(" %8s\n", "step_us");
   for (const char* shape : {"llama-3.1-8b", "llama-3.2-1b"}) {
     auto model = load_model(std::string("synthetic:") + shape + "?vocab=32000", load);
     const int layers = model->config.num_layers;
     const auto steps = traced_steps(*model, 512, 16);
-    double start[5] = {}, released[5] = {}, end[5] = {}, busy[5] = {}, step_us = 0;
+    double sum[5][kColumns] = {}, step_us = 0;
     int n = 0;
     for (const std::vector<KernelTrace>& t : steps) {
       step_us += (t.back().end() - t.front().start) * 1e-3;
       for (int l = 0; l < layers; ++l) {
         for (int op = 0; op < 5; ++op) {
           const int i = fused_decode_trace_slot(l, static_cast<FusedTraceOp>(op));
+          const KernelTrace& k = t[static_cast<size_t>(i)];
           const double prev_end = static_cast<double>(t[static_cast<size_t>(i - 1)].end());
-          start[op] += (static_cast<double>(t[i].start) - prev_end) * 1e-3;
-          released[op] += (static_cast<double>(t[i].released) - prev_end) * 1e-3;
-          end[op] += (static_cast<double>(t[i].end()) - prev_end) * 1e-3;
-          busy[op] += (static_cast<double>(t[i].end()) - static_cast<double>(t[i].start)) * 1e-3;
+          const uint64_t at[kColumns] = {k.start, k.last_start(), k.released, k.last_released(),
+                                         k.mark(0),  k.mark(1),        k.mark(2),  k.end()};
+          for (int c = 0; c < kColumns; ++c) sum[op][c] += (static_cast<double>(at[c]) - prev_end) * 1e-3;
         }
         ++n;
       }
     }
-    for (int op = 0; op < 5; ++op)
-      std::printf("[bench] %-14s %-10s %10.2f %10.2f %10.2f %10.2f %10.1f\n", shape, kOps[op], start[op] / n,
-                  released[op] / n, end[op] / n, busy[op] / n, step_us / steps.size());
+    for (int op = 0; op < 5; ++op) {
+      std::printf("[bench] %-13s %-9s", shape, kOps[op]);
+      for (int c = 0; c < kColumns; ++c) std::printf(" %8.2f", sum[op][c] / n);
+      std::printf(" %8.1f\n", step_us / steps.size());
+    }
   }
 }
 

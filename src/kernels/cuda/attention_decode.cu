@@ -189,6 +189,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       else
         cp_async_wait<STAGES - 2>();
       __syncthreads();
+      if (step == 0 && tid == 0) trace_mark(trace, 0);  // q and the prologue's K/V have landed
       if (step == 0) q_operand.load(q_tile, 0, lane);
       const int next = step + STAGES - 1;
       if (next < n_steps) load_kv(next, next % STAGES, -1);
@@ -205,6 +206,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     // stages, which the merge area overwrites.
     cp_async_wait<0>();
     __syncthreads();
+    if (tid == 0) trace_mark(trace, 1);  // the key loop is done
     float* merge_o = reinterpret_cast<float*>(smem + Cfg::kQTileBytes);           // [warp][row][kMergeStride]
     float* merge_stats = merge_o + Cfg::kWarps * Cfg::kRows * Cfg::kMergeStride;  // [warp][row][max, sum]
     #pragma unroll
@@ -263,6 +265,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       __threadfence();
     }
     __syncthreads();
+    if (tid == 0) trace_mark(trace, 2);  // the split's partial is written and counted
     if (!merges) continue;
 
     // out = sum_s 2^lse_s * partial_s / sum_s 2^lse_s over the splits, in split order.

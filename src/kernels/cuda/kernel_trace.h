@@ -2,21 +2,31 @@
 // A timeline of the kernels of one graph replay, recorded by the kernels themselves: no profiler
 // shows how the launches of a captured decode step overlap under programmatic dependent launch.
 // A traced kernel gets one KernelTrace slot and stamps the GPU's global nanosecond timer when its
-// first CTA starts, when its first CTA is past the wait for the previous kernel, and when its last
-// CTA ends. A null slot (the default) records nothing: one predicated branch per CTA.
+// first and last CTA start, when its first and last CTA are past the wait for the previous kernel,
+// when its last CTA reaches each of a few marks inside the kernel (what they mean is the kernel's:
+// kMarkNames in tests/gpu/decode_timeline_test.cu), and when its last CTA ends. A null slot (the
+// default) records nothing: one predicated branch per stamp.
 #include <cstdint>
 
 #include "core/hd.h"
 
 namespace fuselm {
 
-// Every field is kept as a minimum, so that one fill with 0xFF bytes resets a slot: `end` holds
-// the bitwise complement of the latest end. kUnset = nothing recorded.
+// Every field is kept as a minimum, so that one fill with 0xFF bytes resets a slot: a latest time
+// is held as its bitwise complement. kUnset = nothing recorded.
 struct KernelTrace {
   static constexpr uint64_t kUnset = ~uint64_t{0};
+  static constexpr int kMarks = 3;
   uint64_t start = kUnset;     // first CTA's start (ns)
+  uint64_t last_start_complement = kUnset;
   uint64_t released = kUnset;  // first CTA past griddepcontrol.wait (ns); unset for kernels without one
+  uint64_t last_released_complement = kUnset;
+  uint64_t mark_complement[kMarks] = {kUnset, kUnset, kUnset};  // last CTA at mark i
   uint64_t end_complement = kUnset;
+  FUSELM_HD static uint64_t latest(uint64_t complement) { return complement == kUnset ? kUnset : ~complement; }
+  FUSELM_HD uint64_t last_start() const { return latest(last_start_complement); }
+  FUSELM_HD uint64_t last_released() const { return latest(last_released_complement); }
+  FUSELM_HD uint64_t mark(int i) const { return latest(mark_complement[i]); }
   FUSELM_HD uint64_t end() const { return ~end_complement; }
 };
 
@@ -27,15 +37,31 @@ __device__ __forceinline__ uint64_t global_timer_ns() {
   return t;
 }
 
+__device__ __forceinline__ void trace_first(uint64_t* field, uint64_t now) {
+  atomicMin(reinterpret_cast<unsigned long long*>(field), now);
+}
+__device__ __forceinline__ void trace_last(uint64_t* complement, uint64_t now) {
+  atomicMin(reinterpret_cast<unsigned long long*>(complement), ~now);
+}
+
 // Called by one thread of a CTA (the caller picks which).
 __device__ __forceinline__ void trace_start(KernelTrace* t) {
-  if (t != nullptr) atomicMin(reinterpret_cast<unsigned long long*>(&t->start), global_timer_ns());
+  if (t == nullptr) return;
+  const uint64_t now = global_timer_ns();
+  trace_first(&t->start, now);
+  trace_last(&t->last_start_complement, now);
 }
 __device__ __forceinline__ void trace_released(KernelTrace* t) {
-  if (t != nullptr) atomicMin(reinterpret_cast<unsigned long long*>(&t->released), global_timer_ns());
+  if (t == nullptr) return;
+  const uint64_t now = global_timer_ns();
+  trace_first(&t->released, now);
+  trace_last(&t->last_released_complement, now);
+}
+__device__ __forceinline__ void trace_mark(KernelTrace* t, int mark) {
+  if (t != nullptr) trace_last(&t->mark_complement[mark], global_timer_ns());
 }
 __device__ __forceinline__ void trace_end(KernelTrace* t) {
-  if (t != nullptr) atomicMin(reinterpret_cast<unsigned long long*>(&t->end_complement), ~global_timer_ns());
+  if (t != nullptr) trace_last(&t->end_complement, global_timer_ns());
 }
 #endif
 

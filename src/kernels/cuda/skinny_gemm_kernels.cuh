@@ -1,0 +1,866 @@
+#pragma once
+// The skinny GEMM's kernels and launchers (skinny_gemm.h has the interface). Each entry point's TU
+// (skinny_gemm.cu, skinny_gemm_residual.cu, skinny_gemm_qkv.cu, skinny_gemm_swiglu.cu) instantiates
+// only its own epilogue's kernels, so the four compile in parallel and no kernel is built twice.
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/pdl.cuh"
+#include "kernels/cuda/skinny_gemm.h"
+#include "kernels/mma_packing.h"
+
+namespace fuselm {
+namespace skinny_detail {
+
+template <typename T>
+__device__ __forceinline__ void mma_16x8x16(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1);
+
+template <>
+__device__ __forceinline__ void mma_16x8x16<__nv_bfloat16>(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+}
+
+template <>
+__device__ __forceinline__ void mma_16x8x16<__half>(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+}
+
+// cp.async: global -> shared without registers, so the depth of the weight stream is bounded by
+// shared memory, not by the register file. Weights bypass L1 (.cg): each byte is read once.
+
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(shared_address(dst)), "l"(src) : "memory");
+}
+
+// Copies src_bytes (0..16) and zero-fills the rest of the 16 bytes.
+__device__ __forceinline__ void cp_async_16_zfill(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+
+// For activation rows that are only 4-byte aligned.
+__device__ __forceinline__ void cp_async_4_zfill(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+
+// Thread-block clusters (sm_90+). The launcher refuses k_split > 1 for code without them, so the
+// compute_80 PTX build traps if it is ever reached.
+__device__ __forceinline__ void cluster_barrier() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cooperative_groups::this_cluster().sync();
+#else
+  __trap();
+#endif
+}
+
+// `p` (an address in this CTA's shared memory) in the shared memory of cluster rank `rank`.
+__device__ __forceinline__ const float* cluster_peer(float* p, int rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return cooperative_groups::this_cluster().map_shared_rank(p, static_cast<unsigned>(rank));
+#else
+  __trap();
+  return p;
+#endif
+}
+
+// The CTA pipeline's producer warp moves each stage with one bulk copy per row tile
+// (kernels/cuda/async_copy.cuh) and the consumers wait on the stage's mbarrier.
+
+template <typename T>
+__device__ __forceinline__ float to_float(T v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat162float(v);
+  } else {
+    return __half2float(v);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __float2bfloat16_rn(v);
+  } else {
+    return __float2half_rn(v);
+  }
+}
+
+// Fragment element i of a lane: row g + 8*(i/2), token 2t + (i%2) within the 8-token n-tile.
+__device__ __forceinline__ int frag_row(int g, int i) { return g + (i >= 2 ? 8 : 0); }
+__device__ __forceinline__ int frag_token(int mt, int t, int i) { return mt * 8 + 2 * t + (i & 1); }
+
+// c = the accumulator fragment `slot` of cluster rank 0 + rank 1 + ... in that order (`part` is
+// this CTA's partial buffer; with k_split 1 it is read directly).
+template <int MT>
+__device__ __forceinline__ void sum_cluster_partials(float (&c)[MT][4], float* part, int slot, int k_split, int lane) {
+  const float* first = k_split > 1 ? cluster_peer(part, 0) : part;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) c[mt][i] = first[((slot * MT + mt) * 4 + i) * 32 + lane];
+  for (int q = 1; q < k_split; ++q) {
+    const float* peer = cluster_peer(part, q);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) c[mt][i] += peer[((slot * MT + mt) * 4 + i) * 32 + lane];
+  }
+}
+
+// The folded RMSNorm: each token's column times its 1/rms (columns past m get 0).
+template <int MT>
+__device__ __forceinline__ void scale_by_rstd(float (&c)[MT][4], const float* rstd, int t, int m) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int tok = frag_token(mt, t, i);
+      c[mt][i] *= tok < m ? rstd[tok] : 0.0f;
+    }
+}
+
+struct StoreEpilogue {
+  void* out;
+  DType out_dtype;
+  int64_t stride;
+  int64_t rows;
+
+  template <typename T, int MT>
+  __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m) const {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = nt * 16 + frag_row(g, i);
+        const int tok = frag_token(mt, t, i);
+        if (row >= rows || tok >= m) continue;
+        const int64_t idx = tok * stride + row;
+        if (out_dtype == DType::F32) {
+          static_cast<float*>(out)[idx] = c[mt][i];
+        } else {
+          static_cast<T*>(out)[idx] = from_float<T>(c[mt][i]);
+        }
+      }
+    }
+  }
+};
+
+struct ResidualEpilogue {
+  SkinnyResidualOut out;
+  int64_t rows;
+  int64_t row_tiles;
+
+  template <typename T, int MT>
+  __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m) const {
+    const float* norm_w = out.next_norm_weight;
+    float sq[MT][2] = {};
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = nt * 16 + frag_row(g, i);
+        const int tok = frag_token(mt, t, i);
+        if (row >= rows || tok >= m) continue;
+        float* r = out.residual + tok * out.residual_stride + row;
+        const float v = *r + c[mt][i];
+        *r = v;
+        if (norm_w != nullptr) {
+          static_cast<T*>(out.xg)[tok * out.xg_stride + row] = from_float<T>(v * norm_w[row]);
+          sq[mt][i & 1] += v * v;
+        }
+      }
+    }
+    if (norm_w == nullptr || out.partials == nullptr) return;
+    // Sum of squares over the tile's 16 rows, per token: rows g and g+8 are in this lane; the
+    // eight row groups sit in lanes differing in bits 2..4. Fixed order, no atomics.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float s = sq[mt][e];
+        s += __shfl_xor_sync(0xffffffffu, s, 4);
+        s += __shfl_xor_sync(0xffffffffu, s, 8);
+        s += __shfl_xor_sync(0xffffffffu, s, 16);
+        const int tok = mt * 8 + 2 * t + e;
+        if (g == 0 && tok < m) out.partials[tok * row_tiles + nt] = s;
+      }
+    }
+  }
+};
+
+struct QkvRopeEpilogue {
+  SkinnyQkvOut out;
+
+  template <typename T, int MT>
+  __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m) const {
+    const int tiles_per_head = out.head_dim / 16;
+    const int head = static_cast<int>(nt / tiles_per_head);
+    const int half = out.head_dim / 2;
+    const int dim = static_cast<int>(nt % tiles_per_head) * 8 + g;  // this lane's pair (dim, dim + half)
+    const bool is_q = head < out.n_heads;
+    const bool is_v = head >= out.n_heads + out.n_kv_heads;
+    if (head >= out.n_heads + 2 * out.n_kv_heads) return;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int tok = mt * 8 + 2 * t + e;
+        if (tok >= m) continue;
+        float lo = c[mt][e], hi = c[mt][2 + e];
+        const int pos = out.positions[tok];
+        if (!is_v) {
+          float s, co;
+          sincosf(static_cast<float>(pos) * out.inv_freq[dim], &s, &co);
+          const float rlo = lo * co - hi * s;
+          const float rhi = hi * co + lo * s;
+          lo = rlo;
+          hi = rhi;
+        }
+        T* dst;
+        if (is_q) {
+          dst = static_cast<T*>(out.q) + tok * out.q_stride + static_cast<int64_t>(head) * out.head_dim;
+        } else {
+          const int kv_head = (head - out.n_heads) % out.n_kv_heads;
+          const PagedKvLayout& layout = out.kv.layout;
+          const int32_t block = out.kv.block_tables[static_cast<int64_t>(tok) * out.kv.max_blocks_per_seq +
+                                                    pos / layout.block_size];
+          dst = static_cast<T*>(is_v ? out.kv.v : out.kv.k) + layout.offset(block, kv_head, pos % layout.block_size);
+        }
+        dst[dim] = from_float<T>(lo);
+        dst[dim + half] = from_float<T>(hi);
+      }
+    }
+  }
+};
+
+struct SwigluEpilogue {
+  SkinnySwigluOut out;
+
+  template <typename T, int MT>
+  __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m) const {
+    const int64_t j = nt * 8 + g;
+    if (j >= out.ffn) return;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int tok = mt * 8 + 2 * t + e;
+        if (tok >= m) continue;
+        const float gate = c[mt][e], up = c[mt][2 + e];
+        static_cast<T*>(out.act)[tok * out.act_stride + j] = from_float<T>(gate / (1.0f + expf(-gate)) * up);
+      }
+    }
+  }
+};
+
+// The per-warp copy pipeline of one kernel instance, all in shared memory. A stage holds U k-tiles
+// of each of the CTA's RT row tiles (U * RT = 4: 2 KB of weights) and the same K range of the
+// activation rows; STAGES - 1 stages are in flight while one is multiplied, so every warp keeps
+// 6 KB of weights on the way without spending registers on them.
+template <typename T, int MT, int RT, int WARPS>
+struct SkinnyPipe {
+  static constexpr int kStageKTiles = RT >= 4 ? 1 : 4 / RT;  // U
+  static constexpr int kStages = 4;
+  static constexpr int kTokens = MT * 8;
+  // Activation row stride in the stage, in elements: +8 (16 bytes) puts the eight token rows that a
+  // B-fragment load touches in different banks, and keeps each row 16-byte aligned for cp.async.
+  static constexpr int kXStride = kStageKTiles * 16 + 8;
+  static constexpr int kWBytes = kStageKTiles * RT * 512;
+  static constexpr int kXBytes = kTokens * kXStride * static_cast<int>(sizeof(T));
+  static constexpr int kWarpBytes = kStages * (kWBytes + kXBytes);
+  // After the main loop the same memory holds every warp's accumulators and the CTA's sum of them.
+  static constexpr int kFrag = RT * MT * 4;  // accumulator values per lane
+  static constexpr int kReduceBytes = (WARPS + 1) * kFrag * 32 * static_cast<int>(sizeof(float));
+  static constexpr int kSmemBytes = WARPS * kWarpBytes > kReduceBytes ? WARPS * kWarpBytes : kReduceBytes;
+  static_assert(kWBytes % 16 == 0 && kXBytes % 16 == 0, "stages must stay 16-byte aligned");
+};
+
+// One lane's share of a stage's activation rows: tokens 0..m-1, columns k0 .. k0 + 16*U - 1, into
+// rows of XS elements; columns past K are zero-filled. 16-byte copies where the rows allow them,
+// 4-byte copies otherwise. Both pipelines stage through this, so both see the same operands.
+template <typename T, int U, int XS>
+__device__ __forceinline__ void stage_activations(T* dst, const T* __restrict__ x, int64_t x_stride, bool x_vec16,
+                                                  int m, int64_t cols, int64_t k0, int lane) {
+  if (x_vec16) {
+    for (int c = lane; c < m * U * 2; c += 32) {
+      const int tok = c / (U * 2), j = c % (U * 2);
+      const int64_t k = k0 + j * 8;
+      const int bytes = k >= cols ? 0 : cols - k >= 8 ? 16 : static_cast<int>(cols - k) * 2;
+      cp_async_16_zfill(dst + tok * XS + j * 8, x + tok * x_stride + (bytes > 0 ? k : 0), bytes);
+    }
+  } else {
+    for (int c = lane; c < m * U * 8; c += 32) {
+      const int tok = c / (U * 8), j = c % (U * 8);
+      const int64_t k = k0 + j * 2;
+      const int bytes = k < cols ? 4 : 0;
+      cp_async_4_zfill(dst + tok * XS + j * 2, x + tok * x_stride + (bytes > 0 ? k : 0), bytes);
+    }
+  }
+}
+
+// A cluster of k_split CTAs owns RT row tiles (16 rows each) and splits K into k_split fixed ranges;
+// inside a CTA the WARPS warps split the CTA's range again. Each warp streams its range through its
+// own cp.async pipeline (weights and activation rows), multiplying with mma.sync. The warps' partial
+// sums are added in warp order in shared memory; then row tile r is finished by CTA rank r % k_split,
+// which adds the CTAs' sums in rank order through distributed shared memory, scales by 1/rms and
+// runs the epilogue. MT = 8-token column tiles (1 for m <= 8, 2 for m <= 16).
+//
+// With programmatic dependent launch the prologue's weight copies run before griddepcontrol.wait:
+// weights are never written by an earlier kernel, everything else (activations, norm partials and
+// all the epilogue's reads and writes) comes after it.
+template <typename T, int MT, int RT, int WARPS, class Epilogue>
+__global__ void __launch_bounds__(WARPS * 32)
+    skinny_gemm_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
+                       const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split, SkinnyNorm norm,
+                       Epilogue epilogue, KernelTrace* trace) {
+  using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
+  if (threadIdx.x == 0) trace_start(trace);
+  constexpr int U = Pipe::kStageKTiles, STAGES = Pipe::kStages, XS = Pipe::kXStride, kFrag = Pipe::kFrag;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float rstd[kSkinnyGemmMaxTokens];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  // Clusters are 1-D along x, so a CTA's rank in its cluster is blockIdx.x % k_split.
+  const int rank = static_cast<int>(blockIdx.x % k_split);
+  const int64_t tile0 = static_cast<int64_t>(blockIdx.x / k_split) * RT;
+
+  // K ranges (in 16-wide k-tiles) depend on K, k_split and WARPS only, never on m.
+  const int64_t per_cta = (k_tiles + k_split - 1) / k_split;
+  const int64_t per_warp = (per_cta + WARPS - 1) / WARPS;
+  const int64_t k_begin = rank * per_cta + warp * per_warp;
+  const int64_t k_end = min(min(k_tiles, (rank + 1) * per_cta), k_begin + per_warp);
+  const int stages = k_end > k_begin ? static_cast<int>((k_end - k_begin + U - 1) / U) : 0;
+
+  unsigned char* pipe = smem + warp * Pipe::kWarpBytes;
+  uint4* wbuf = reinterpret_cast<uint4*>(pipe);                      // [STAGES][U][RT][32 lanes]
+  T* xbuf = reinterpret_cast<T*>(pipe + STAGES * Pipe::kWBytes);     // [STAGES][tokens][XS]
+
+  // Each lane copies, and later reads, only its own 16-byte fragment of each weight tile.
+  auto issue_weights = [&](int s) {
+    if (s >= stages) return;
+    uint4* dst = wbuf + (s % STAGES) * (U * RT * 32);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t kt = k_begin + static_cast<int64_t>(s) * U + u;
+      if (kt >= k_end) break;
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        const int64_t nt = tile0 + r;
+        if (nt < row_tiles) cp_async_16(dst + (u * RT + r) * 32 + lane, w + (nt * k_tiles + kt) * 32 + lane);
+      }
+    }
+  };
+  // Activation rows of the stage's K range; columns past K are zero-filled (the weights' padding is
+  // zero, but 0 * garbage could be NaN). Tokens >= m are never read.
+  auto issue_x = [&](int s) {
+    if (s >= stages) return;
+    stage_activations<T, U, XS>(xbuf + (s % STAGES) * (Pipe::kTokens * XS), x, x_stride, x_vec16, m, cols,
+                                (k_begin + static_cast<int64_t>(s) * U) * 16, lane);
+  };
+
+  // Groups in order: W0 .. W(STAGES-2), X(0 .. STAGES-2), then one group per later stage.
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    issue_weights(s);
+    cp_async_commit();
+  }
+  // Once a warp's last weight stage is issued the next kernel may start streaming its own weights
+  // (the first call in a CTA is the one that counts).
+  if (stages <= STAGES - 1) allow_next_grid();
+  wait_for_previous_grid();
+  if (threadIdx.x == 0) trace_released(trace);
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) issue_x(s);
+  cp_async_commit();
+
+  float acc[RT][MT][4];
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][mt][i] = 0.0f;
+
+  for (int s = 0; s < stages; ++s) {
+    __syncwarp();  // every lane has read stage s-1's activations before that buffer is refilled
+    issue_weights(s + STAGES - 1);
+    if (s + STAGES - 1 == stages - 1) allow_next_grid();
+    issue_x(s + STAGES - 1);
+    cp_async_commit();
+    // Stage 0 needs the prologue's activation group, which sits behind all prologue weight
+    // groups: wait for everything but the group just issued. Later stages: all but the newest
+    // STAGES - 1 groups.
+    if (s == 0) {
+      cp_async_wait<1>();
+      if (threadIdx.x == 0) trace_mark(trace, 0);  // the first stage has landed
+    } else {
+      cp_async_wait<STAGES - 1>();
+    }
+    __syncwarp();  // activation chunks copied by other lanes are visible
+    const uint4* ws = wbuf + (s % STAGES) * (U * RT * 32);
+    const T* xs = xbuf + (s % STAGES) * (Pipe::kTokens * XS);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (k_begin + static_cast<int64_t>(s) * U + u >= k_end) break;
+      uint32_t b[MT][2];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int tok = mt * 8 + g;
+        const T* row = xs + tok * XS + u * 16 + 2 * t;
+        b[mt][0] = tok < m ? *reinterpret_cast<const uint32_t*>(row) : 0u;
+        b[mt][1] = tok < m ? *reinterpret_cast<const uint32_t*>(row + 8) : 0u;
+      }
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        if (tile0 + r >= row_tiles) continue;
+        const uint4 a = ws[(u * RT + r) * 32 + lane];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) mma_16x8x16<T>(acc[r][mt], a, b[mt][0], b[mt][1]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  __syncthreads();  // every warp is done with its pipeline, whose memory now holds the reduction
+  if (threadIdx.x == 0) trace_mark(trace, 1);
+  float* red = reinterpret_cast<float*>(smem);  // [WARPS][kFrag][32]
+  float* part = red + WARPS * kFrag * 32;       // [kFrag][32]: this CTA's sum over its warps
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) red[(warp * kFrag + (r * MT + mt) * 4 + i) * 32 + lane] = acc[r][mt][i];
+  // 1/rms per token from the previous kernel's per-tile sums of squares, in a fixed order.
+  if (norm.partials != nullptr) {
+    for (int tok = warp; tok < m; tok += WARPS) {
+      float s = 0.0f;
+      for (int p = lane; p < norm.num_partials; p += 32) s += norm.partials[tok * norm.num_partials + p];
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+      if (lane == 0) rstd[tok] = rsqrtf(s / norm.dim + norm.eps);
+    }
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < kFrag * 32; e += WARPS * 32) {
+    float s = red[e];
+#pragma unroll
+    for (int w2 = 1; w2 < WARPS; ++w2) s += red[w2 * kFrag * 32 + e];
+    part[e] = s;
+  }
+  if (k_split > 1) {
+    cluster_barrier();  // every CTA's sum is in its shared memory and visible to the cluster
+  } else {
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) trace_mark(trace, 2);  // the epilogue starts
+
+  // Row tile r is finished by CTA rank r % k_split, warp (r / k_split) % WARPS: with RT >= 2 the
+  // epilogues of a cluster run in parallel.
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    if (r % k_split != rank || (r / k_split) % WARPS != warp) continue;
+    // Rank 0 + rank 1 + ... in that order, whichever rank adds them.
+    float c[MT][4];
+    sum_cluster_partials<MT>(c, part, r, k_split, lane);
+    if (norm.partials != nullptr) scale_by_rstd<MT>(c, rstd, t, m);
+    if (tile0 + r < row_tiles) epilogue.template apply<T, MT>(tile0 + r, g, t, c, m);
+  }
+  // A CTA's shared memory must outlive its peers' reads of it.
+  if (k_split > 1) cluster_barrier();
+  if (trace != nullptr) {
+    __syncthreads();  // every warp's epilogue is done
+    if (threadIdx.x == 0) trace_end(trace);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CTA pipeline: the warps of a CTA split rows, not K. A CTA owns NT = RT * WARPS row tiles (warp w
+// owns tiles w*RT .. w*RT+RT-1) and the K range of its cluster rank; a producer warp streams
+// stages of U k-tiles of all NT row tiles (one bulk copy of U * 512 contiguous bytes per row tile)
+// plus the same K range of the activation rows, which every warp then reads: a token's activations
+// are read once per NT * 16 weight rows (at m = 16 that is 1/NT of the weight traffic, against 1/RT
+// when warps split K). Stage = 8 KB of weights, 4 stages.
+template <typename T, int MT, int RT, int WARPS>
+struct CtaPipe {
+  static constexpr int kTiles = RT * WARPS;
+  static constexpr int kStageKTiles = kTiles >= 16 ? 1 : 16 / kTiles;  // U
+  static constexpr int kStages = 4;
+  static constexpr int kXStride = kStageKTiles * 16 + 8;  // elements; +8 as in SkinnyPipe
+  static constexpr int kWBytes = kTiles * kStageKTiles * 512;
+  static constexpr int kPartBytes = kTiles * MT * 4 * 32 * static_cast<int>(sizeof(float));
+  static int smem_bytes(int m) {
+    const int pipe = kStages * (kWBytes + m * kXStride * static_cast<int>(sizeof(T)));
+    return pipe > kPartBytes ? pipe : kPartBytes;
+  }
+};
+
+template <typename T, int MT, int RT, int WARPS, class Epilogue>
+__global__ void __launch_bounds__((WARPS + 1) * 32)
+    skinny_gemm_cta_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
+                           const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split,
+                           SkinnyNorm norm, Epilogue epilogue, KernelTrace* trace) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Pipe = CtaPipe<T, MT, RT, WARPS>;
+  if (threadIdx.x == 0) trace_start(trace);
+  constexpr int NT = Pipe::kTiles, U = Pipe::kStageKTiles, STAGES = Pipe::kStages, XS = Pipe::kXStride;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ uint64_t full[STAGES], empty[STAGES];
+  __shared__ float rstd[kSkinnyGemmMaxTokens];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int rank = static_cast<int>(blockIdx.x % k_split);
+  const int64_t tile0 = static_cast<int64_t>(blockIdx.x / k_split) * NT;
+  const int tiles_here = static_cast<int>(min(static_cast<int64_t>(NT), row_tiles - tile0));
+  // The cluster rank's K range depends on K and k_split only, never on m.
+  const int64_t per_cta = (k_tiles + k_split - 1) / k_split;
+  const int64_t k_begin = rank * per_cta;
+  const int64_t k_end = min(k_tiles, k_begin + per_cta);
+  const int stages = k_end > k_begin ? static_cast<int>((k_end - k_begin + U - 1) / U) : 0;
+  uint4* wbuf = reinterpret_cast<uint4*>(smem);                      // [STAGES][NT][U][32 lanes]
+  T* xbuf = reinterpret_cast<T*>(smem + STAGES * Pipe::kWBytes);     // [STAGES][m][XS]
+
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&full[s], 33);         // the producer's expect_tx + one cp.async arrival per producer lane
+      mbar_init(&empty[s], WARPS);     // one release per consumer warp
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  float acc[RT][MT][4];
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][mt][i] = 0.0f;
+
+  if (warp == WARPS) {
+    // Producer. Weight stages first (they depend on no earlier kernel), then, after the previous
+    // grid is done, the activations of those stages; later stages wait for their buffer to be free.
+    const uint64_t policy = l2_evict_first_policy();
+    auto issue_weights = [&](int s) {
+      const int b = s % STAGES;
+      const int64_t kt0 = k_begin + static_cast<int64_t>(s) * U;
+      const int n_k = static_cast<int>(min(static_cast<int64_t>(U), k_end - kt0));
+      mbar_arrive_expect_tx(&full[b], tiles_here * n_k * 512);
+      for (int j = 0; j < tiles_here; ++j)
+        bulk_copy_to_shared(wbuf + (b * NT + j) * U * 32, w + ((tile0 + j) * k_tiles + kt0) * 32, n_k * 512,
+                            &full[b], policy);
+    };
+    auto issue_x = [&](int s) {
+      const int b = s % STAGES;
+      stage_activations<T, U, XS>(xbuf + b * m * XS, x, x_stride, x_vec16, m, cols,
+                                  (k_begin + static_cast<int64_t>(s) * U) * 16, lane);
+      cp_async_mbar_arrive(&full[b]);
+    };
+    const int prologue = stages < STAGES ? stages : STAGES;
+    if (lane == 0)
+      for (int s = 0; s < prologue; ++s) issue_weights(s);
+    wait_for_previous_grid();
+    if (lane == 0) trace_released(trace);
+    for (int s = 0; s < prologue; ++s) issue_x(s);
+    for (int s = STAGES; s < stages; ++s) {
+      const int b = s % STAGES;
+      mbar_wait(&empty[b], (s / STAGES - 1) & 1);
+      if (lane == 0) {
+        fence_proxy_async();
+        issue_weights(s);
+      }
+      issue_x(s);
+    }
+    cp_async_wait<0>();
+  } else {
+    // Consumers: each warp multiplies its own RT row tiles over the whole K range of the CTA.
+    for (int s = 0; s < stages; ++s) {
+      const int b = s % STAGES;
+      mbar_wait(&full[b], (s / STAGES) & 1);
+      if (s == 0 && threadIdx.x == 0) trace_mark(trace, 0);  // the first stage has landed
+      const uint4* ws = wbuf + (b * NT + warp * RT) * U * 32;
+      const T* xs = xbuf + b * m * XS;
+      const int64_t kt0 = k_begin + static_cast<int64_t>(s) * U;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (kt0 + u >= k_end) break;
+        uint32_t bf[MT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          const int tok = mt * 8 + g;
+          const T* row = xs + tok * XS + u * 16 + 2 * t;
+          bf[mt][0] = tok < m ? *reinterpret_cast<const uint32_t*>(row) : 0u;
+          bf[mt][1] = tok < m ? *reinterpret_cast<const uint32_t*>(row + 8) : 0u;
+        }
+#pragma unroll
+        for (int r = 0; r < RT; ++r) {
+          if (warp * RT + r >= tiles_here) continue;
+          const uint4 a = ws[(r * U + u) * 32 + lane];
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) mma_16x8x16<T>(acc[r][mt], a, bf[mt][0], bf[mt][1]);
+        }
+      }
+      __syncwarp();  // every lane has read the stage before it is handed back
+      if (lane == 0) mbar_arrive(&empty[b]);
+    }
+    wait_for_previous_grid();  // (a no-op by now when the CTA has stages) before norm and epilogue reads
+  }
+  // The weight stream is issued and consumed: the next kernel may start streaming its own. (Letting
+  // it start when this grid starts was slower on the 8B step, and when this grid has waited for its
+  // predecessor no faster: docs/kernels/fused_decode.md.)
+  allow_next_grid();
+
+  __syncthreads();  // all stages consumed: the pipeline memory now holds the partial sums
+  if (threadIdx.x == 0) trace_mark(trace, 1);
+  float* part = reinterpret_cast<float*>(smem);  // [NT][MT][4][32]
+  if (warp < WARPS) {
+    if (k_split > 1) {
+#pragma unroll
+      for (int r = 0; r < RT; ++r)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) part[(((warp * RT + r) * MT + mt) * 4 + i) * 32 + lane] = acc[r][mt][i];
+    }
+    if (norm.partials != nullptr) {
+      for (int tok = warp; tok < m; tok += WARPS) {
+        float s = 0.0f;
+        for (int p = lane; p < norm.num_partials; p += 32) s += norm.partials[tok * norm.num_partials + p];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (lane == 0) rstd[tok] = rsqrtf(s / norm.dim + norm.eps);
+      }
+    }
+  }
+  if (k_split > 1) {
+    cluster_barrier();
+  } else {
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) trace_mark(trace, 2);  // the epilogue starts
+  if (warp < WARPS) {
+    // Tile j = warp * RT + r is finished by cluster rank j % k_split (by its warp `warp`), which
+    // adds rank 0 + rank 1 + ... in that order.
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      const int j = warp * RT + r;
+      if (j % k_split != rank || j >= tiles_here) continue;
+      float c[MT][4];
+      if (k_split == 1) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) c[mt][i] = acc[r][mt][i];
+      } else {
+        sum_cluster_partials<MT>(c, part, j, k_split, lane);
+      }
+      if (norm.partials != nullptr) scale_by_rstd<MT>(c, rstd, t, m);
+      epilogue.template apply<T, MT>(tile0 + j, g, t, c, m);
+    }
+  }
+  if (k_split > 1) cluster_barrier();  // a CTA's shared memory must outlive its peers' reads of it
+  if (trace != nullptr) {
+    __syncthreads();  // every warp's epilogue is done
+    if (threadIdx.x == 0) trace_end(trace);
+  }
+#else
+  (void)trace;
+  __trap();  // the launcher refuses the CTA pipeline without sm_90 code
+#endif
+}
+
+// Per device: whether the instance's shared-memory limit was raised and whether its code can run
+// clusters (an sm_90+ build; a compute_80 PTX JIT has no cluster path).
+struct KernelSupport {
+  Status status;
+  bool clusters = false;
+};
+
+inline KernelSupport query_kernel_support(const void* kernel, int smem_bytes) {
+  if (smem_bytes > 48 * 1024) {
+    Status s = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes),
+                           "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", __FILE__, __LINE__);
+    if (!s.ok()) return {s, false};
+  }
+  cudaFuncAttributes attr{};
+  if (Status s = cuda_status(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes", __FILE__, __LINE__); !s.ok())
+    return {s, false};
+  int device = 0, cluster_launch = 0;
+  if (Status s = cuda_status(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__); !s.ok()) return {s, false};
+  if (cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) != cudaSuccess) cluster_launch = 0;
+  return {Status(), cluster_launch != 0 && attr.ptxVersion >= 90 && attr.binaryVersion >= 90};
+}
+
+// Queried once per device and kernel instance, so that launches cost no driver queries.
+class KernelSupportCache {
+ public:
+  KernelSupport get(const void* kernel, int smem_bytes) {
+    int device = 0;
+    if (Status s = cuda_status(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__); !s.ok()) return {s, false};
+    if (device < 0 || device >= kMaxDevices)
+      return {Status::error(str_cat("skinny GEMM: device ", device, " out of range (max ", kMaxDevices, ")")), false};
+    std::call_once(once_[device], [&] { support_[device] = query_kernel_support(kernel, smem_bytes); });
+    return support_[device];
+  }
+
+ private:
+  static constexpr int kMaxDevices = 64;
+  KernelSupport support_[kMaxDevices];
+  std::once_flag once_[kMaxDevices];
+};
+
+// Fills the launch configuration shared by both pipelines: cluster dimension and PDL attribute.
+struct LaunchAttrs {
+  cudaLaunchAttribute attrs[2];
+  int count = 0;
+  LaunchAttrs(int k_split, bool pdl) {
+    if (k_split > 1) {
+      attrs[count].id = cudaLaunchAttributeClusterDimension;
+      attrs[count].val.clusterDim.x = static_cast<unsigned>(k_split);
+      attrs[count].val.clusterDim.y = 1;
+      attrs[count].val.clusterDim.z = 1;
+      ++count;
+    }
+    if (pdl) {
+      attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attrs[count].val.programmaticStreamSerializationAllowed = 1;
+      ++count;
+    }
+  }
+};
+
+inline Status needs_sm90(const SkinnyGemmVariant& v) {
+  return Status::error(str_cat("skinny GEMM: variant ", v.name(), " needs thread-block clusters and bulk copies (an "
+                               "sm_90+ GPU and a build with sm_90 code); this device or binary has none. HINT: use "
+                               "default_skinny_variant(rows, cols, sm_count, skinny_gemm_clusters_supported())"));
+}
+
+template <typename T, int MT, int RT, int WARPS, class Epilogue>
+Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm, const Epilogue& epi,
+                    const SkinnyGemmVariant& v, SkinnyGemmLaunch options, cudaStream_t stream) {
+  const int64_t row_tiles = mma_tiles(w.rows), k_tiles = mma_tiles(w.cols);
+  const bool x_vec16 = reinterpret_cast<uintptr_t>(in.x) % 16 == 0 && in.stride % 8 == 0;
+  const auto* wp = static_cast<const uint4*>(w.data);
+  const auto* xp = static_cast<const T*>(in.x);
+  cudaLaunchConfig_t config{};
+  config.stream = stream;
+  if (v.pipeline == SkinnyPipeline::kCtaSplitRows) {
+    using Pipe = CtaPipe<T, MT, RT, WARPS>;
+    auto* kernel = skinny_gemm_cta_kernel<T, MT, RT, WARPS, Epilogue>;
+    static KernelSupportCache cache;  // one per instance
+    const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::smem_bytes(MT * 8));
+    if (!support.status.ok()) return support.status;
+    if (!support.clusters) return needs_sm90(v);
+    LaunchAttrs attrs(v.k_split, options.pdl);
+    config.gridDim = dim3(static_cast<unsigned>((row_tiles + Pipe::kTiles - 1) / Pipe::kTiles * v.k_split));
+    config.blockDim = dim3((WARPS + 1) * 32);
+    config.dynamicSmemBytes = Pipe::smem_bytes(in.m);
+    config.attrs = attrs.attrs;
+    config.numAttrs = attrs.count;
+    FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
+                                          v.k_split, norm, epi, options.trace));
+    return Status();
+  }
+  using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
+  auto* kernel = skinny_gemm_kernel<T, MT, RT, WARPS, Epilogue>;
+  static KernelSupportCache cache;  // one per instance
+  const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::kSmemBytes);
+  if (!support.status.ok()) return support.status;
+  if (v.k_split > 1 && !support.clusters) return needs_sm90(v);
+  // Without sm_90 code the kernel has no griddepcontrol and must not overlap its predecessor.
+  LaunchAttrs attrs(v.k_split, options.pdl && support.clusters);
+  config.gridDim = dim3(static_cast<unsigned>((row_tiles + RT - 1) / RT * v.k_split));
+  config.blockDim = dim3(WARPS * 32);
+  config.dynamicSmemBytes = Pipe::kSmemBytes;
+  config.attrs = attrs.attrs;
+  config.numAttrs = attrs.count;
+  FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
+                                        v.k_split, norm, epi, options.trace));
+  return Status();
+}
+
+// The one dispatch point for the variant's compile-time shape (row tiles x warps).
+template <typename T, int MT, class Epilogue>
+Status launch_variant(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm, const Epilogue& epi,
+                      const SkinnyGemmVariant& v, SkinnyGemmLaunch options, cudaStream_t stream) {
+  if (v.k_split < 1 || v.k_split > 8)
+    return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(), ": k_split=", v.k_split,
+                                 " (supported: 1..8, the portable cluster size)"));
+  const int shape = v.row_tiles * 100 + v.warps;
+  if (v.pipeline == SkinnyPipeline::kCtaSplitRows) {
+    switch (shape) {
+      case 104: return launch_shape<T, MT, 1, 4>(w, in, norm, epi, v, options, stream);
+      case 108: return launch_shape<T, MT, 1, 8>(w, in, norm, epi, v, options, stream);
+      case 204: return launch_shape<T, MT, 2, 4>(w, in, norm, epi, v, options, stream);
+      case 208: return launch_shape<T, MT, 2, 8>(w, in, norm, epi, v, options, stream);
+      case 404: return launch_shape<T, MT, 4, 4>(w, in, norm, epi, v, options, stream);
+      default:
+        return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(),
+                                     " (CTA pipeline: row_tiles x warps in 1x4, 1x8, 2x4, 2x8, 4x4; k_split 1..8)"));
+    }
+  }
+  switch (shape) {
+    case 104: return launch_shape<T, MT, 1, 4>(w, in, norm, epi, v, options, stream);
+    case 108: return launch_shape<T, MT, 1, 8>(w, in, norm, epi, v, options, stream);
+    case 204: return launch_shape<T, MT, 2, 4>(w, in, norm, epi, v, options, stream);
+    case 208: return launch_shape<T, MT, 2, 8>(w, in, norm, epi, v, options, stream);
+    case 404: return launch_shape<T, MT, 4, 4>(w, in, norm, epi, v, options, stream);
+    case 408: return launch_shape<T, MT, 4, 8>(w, in, norm, epi, v, options, stream);
+    default:
+      return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(),
+                                   " (supported: row_tiles 1, 2, 4 x warps 4, 8, any k_split 1..8)"));
+  }
+}
+
+// The one dispatch point for dtype and token-tile count.
+template <class Epilogue>
+Status launch(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm, const Epilogue& epi,
+              const SkinnyGemmVariant& variant, SkinnyGemmLaunch options, cudaStream_t stream) {
+  if (in.m < 1 || in.m > kSkinnyGemmMaxTokens)
+    return Status::error(str_cat("skinny GEMM: m=", in.m, " tokens (supported: 1..", kSkinnyGemmMaxTokens, ")"));
+  if (w.cols % 2 != 0) return Status::error(str_cat("skinny GEMM: K=", w.cols, " must be even"));
+  if (w.data == nullptr || in.x == nullptr) return Status::error("skinny GEMM: null weight or input pointer");
+  if (in.stride < w.cols || in.stride % 2 != 0)
+    return Status::error(str_cat("skinny GEMM: input stride ", in.stride, " must be even and >= K=", w.cols));
+  if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0 || reinterpret_cast<uintptr_t>(in.x) % 4 != 0)
+    return Status::error("skinny GEMM: weights must be 16-byte and inputs 4-byte aligned");
+  if (norm.partials != nullptr && norm.dim <= 0) return Status::error("skinny GEMM: norm dim must be positive");
+  const bool two_tiles = in.m > 8;
+  const SkinnyGemmVariant v = in.m == 1 && options.single_token_twin ? single_token_twin(variant) : variant;
+  switch (w.dtype) {
+    case DType::BF16:
+      return two_tiles ? launch_variant<__nv_bfloat16, 2>(w, in, norm, epi, v, options, stream)
+                       : launch_variant<__nv_bfloat16, 1>(w, in, norm, epi, v, options, stream);
+    case DType::F16:
+      return two_tiles ? launch_variant<__half, 2>(w, in, norm, epi, v, options, stream)
+                       : launch_variant<__half, 1>(w, in, norm, epi, v, options, stream);
+    default:
+      return Status::error(str_cat("skinny GEMM: unsupported weight dtype=", dtype_name(w.dtype), " (supported: bf16, f16)"));
+  }
+}
+
+}  // namespace skinny_detail
+}  // namespace fuselm
