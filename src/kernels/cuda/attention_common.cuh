@@ -171,11 +171,12 @@ struct SwizzledTile {
 // into a swizzled tile. Rows at positions >= valid_end are zero-filled and never read from
 // global memory: the block table past a sequence's end may hold anything, and zeros keep the
 // masked P*V products finite. The row at skip_pos (if any) is left alone, for load_kv_row to
-// copy later (a row the previous kernel is still writing).
+// copy later (a row the previous kernel is still writing). Block numbers are read at
+// block_table[(pos >> block_shift) - block_base]: the whole table, or a copy of a stretch of it.
 template <int HEAD_DIM, int ROWS, int THREADS>
 __device__ __forceinline__ void load_kv_tile(uint32_t tile, const uint16_t* pool, const PagedKvLayout& layout,
                                              const int32_t* block_table, int block_shift, int kv_head, int first_pos,
-                                             int valid_end, int tid, int skip_pos = -1) {
+                                             int valid_end, int tid, int skip_pos = -1, int block_base = 0) {
   constexpr int kChunks = HEAD_DIM / 8;
   static_assert((ROWS * kChunks) % THREADS == 0, "tile chunks must split evenly over the threads");
 #pragma unroll
@@ -188,7 +189,7 @@ __device__ __forceinline__ void load_kv_tile(uint32_t tile, const uint16_t* pool
     const bool valid = pos < valid_end;
     const uint16_t* src = pool;
     if (valid) {
-      const int block = block_table[pos >> block_shift];
+      const int block = block_table[(pos >> block_shift) - block_base];
       src = pool + layout.offset(block, kv_head, pos & (layout.block_size - 1)) + chunk * 8;
     }
     cp_async_16(tile + SwizzledTile<HEAD_DIM>::offset(row, chunk), src, valid);
@@ -200,10 +201,10 @@ __device__ __forceinline__ void load_kv_tile(uint32_t tile, const uint16_t* pool
 template <int HEAD_DIM>
 __device__ __forceinline__ void load_kv_row(uint32_t tile, const uint16_t* pool, const PagedKvLayout& layout,
                                             const int32_t* block_table, int block_shift, int kv_head, int first_pos,
-                                            int pos, int tid) {
+                                            int pos, int tid, int block_base = 0) {
   constexpr int kChunks = HEAD_DIM / 8;
   if (tid >= kChunks) return;
-  const int block = block_table[pos >> block_shift];
+  const int block = block_table[(pos >> block_shift) - block_base];
   cp_async_16(tile + SwizzledTile<HEAD_DIM>::offset(pos - first_pos, tid),
               pool + layout.offset(block, kv_head, pos & (layout.block_size - 1)) + tid * 8, true);
 }

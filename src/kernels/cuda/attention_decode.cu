@@ -107,6 +107,8 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   int* ctas_done = next_unclaimed + 1;
   uint8_t* records = workspace + DecodeWorkspaceLayout::kHeaderBytes;
   __shared__ int64_t claimed;
+  constexpr int kMaxSplitBlocks = 64;
+  __shared__ int32_t split_blocks[kMaxSplitBlocks];
   DecodeItemCursor cursor;
   if (batch > 0) cursor.start(kv_lens, capacity, split_tokens, max_splits);
   bool waited = false;
@@ -132,12 +134,24 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     const int split_begin = split * split_tokens;
     const int split_end = min(kv_len, split_begin + split_tokens);
     const int n_steps = (split_end - split_begin + Cfg::kKeys - 1) / Cfg::kKeys;
+    // The split's stretch of the block table, read once into shared memory: read from global
+    // memory, each tile row's lookup was a round trip between 16-byte copies (the copies' memory
+    // clobber keeps the compiler from batching them), and made the K/V issue the item's tail.
+    const int first_block = split_begin >> block_shift;
+    const int n_blocks = ((split_end - 1) >> block_shift) - first_block + 1;
+    const bool local_blocks = n_blocks <= kMaxSplitBlocks;
+    if (local_blocks) {
+      for (int i = tid; i < n_blocks; i += Cfg::kThreads) split_blocks[i] = block_table[first_block + i];
+      __syncthreads();
+    }
+    const int32_t* blocks = local_blocks ? split_blocks : block_table;
+    const int block_base = local_blocks ? first_block : 0;
     auto load_kv = [&](int step, int stage, int skip) {
       const int first = split_begin + step * Cfg::kKeys;
-      load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(k_tile(stage), k_pool, layout, block_table, block_shift, kv_head,
-                                                        first, split_end, tid, skip);
-      load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(v_tile(stage), v_pool, layout, block_table, block_shift, kv_head,
-                                                        first, split_end, tid, skip);
+      load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(k_tile(stage), k_pool, layout, blocks, block_shift, kv_head,
+                                                        first, split_end, tid, skip, block_base);
+      load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(v_tile(stage), v_pool, layout, blocks, block_shift, kv_head,
+                                                        first, split_end, tid, skip, block_base);
     };
 
     // Prologue: K/V stages 0 .. STAGES-2 as one commit group each, without the newest row; then,
@@ -168,8 +182,10 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       const int newest_step = (newest - split_begin) / Cfg::kKeys;
       if (newest_step < STAGES - 1) {
         const int first = split_begin + newest_step * Cfg::kKeys;
-        load_kv_row<HEAD_DIM>(k_tile(newest_step), k_pool, layout, block_table, block_shift, kv_head, first, newest, tid);
-        load_kv_row<HEAD_DIM>(v_tile(newest_step), v_pool, layout, block_table, block_shift, kv_head, first, newest, tid);
+        load_kv_row<HEAD_DIM>(k_tile(newest_step), k_pool, layout, blocks, block_shift, kv_head, first, newest, tid,
+                              block_base);
+        load_kv_row<HEAD_DIM>(v_tile(newest_step), v_pool, layout, blocks, block_shift, kv_head, first, newest, tid,
+                              block_base);
       }
     }
     cp_async_commit();
@@ -275,18 +291,39 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       const int d = (idx % kQuads) * 4;
       const float* lse = lse_all + static_cast<int64_t>(head0 + row) * max_splits;
       const float* part = out_all + static_cast<int64_t>(head0 + row) * max_splits * HEAD_DIM + d;
+      // In chunks of kChunk splits whose loads are issued together (a loop with a use after each
+      // load waits a round trip per split); the max and the sums still run in split order.
+      constexpr int kChunk = 4;
       float max_lse = -INFINITY;
-      for (int s = 0; s < n_splits; ++s) max_lse = fmaxf(max_lse, __ldcg(lse + s));
+      for (int s0 = 0; s0 < n_splits; s0 += kChunk) {
+        float l[kChunk];
+        #pragma unroll
+        for (int j = 0; j < kChunk; ++j) l[j] = s0 + j < n_splits ? __ldcg(lse + s0 + j) : -INFINITY;
+        #pragma unroll
+        for (int j = 0; j < kChunk; ++j) max_lse = fmaxf(max_lse, l[j]);
+      }
       float sum = 0.0f;
       float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      for (int s = 0; s < n_splits; ++s) {
-        const float weight = exp2f(__ldcg(lse + s) - max_lse);
-        const float4 o = __ldcg(reinterpret_cast<const float4*>(part + static_cast<int64_t>(s) * HEAD_DIM));
-        sum += weight;
-        acc.x += o.x * weight;
-        acc.y += o.y * weight;
-        acc.z += o.z * weight;
-        acc.w += o.w * weight;
+      for (int s0 = 0; s0 < n_splits; s0 += kChunk) {
+        float l[kChunk];
+        float4 o[kChunk];
+        #pragma unroll
+        for (int j = 0; j < kChunk; ++j) {
+          const bool valid = s0 + j < n_splits;
+          l[j] = valid ? __ldcg(lse + s0 + j) : 0.0f;
+          o[j] = valid ? __ldcg(reinterpret_cast<const float4*>(part + static_cast<int64_t>(s0 + j) * HEAD_DIM))
+                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+        #pragma unroll
+        for (int j = 0; j < kChunk; ++j) {
+          if (s0 + j >= n_splits) break;
+          const float weight = exp2f(l[j] - max_lse);
+          sum += weight;
+          acc.x += o[j].x * weight;
+          acc.y += o[j].y * weight;
+          acc.z += o[j].z * weight;
+          acc.w += o[j].w * weight;
+        }
       }
       const float inv_sum = 1.0f / sum;
       *reinterpret_cast<uint2*>(group_out + row * HEAD_DIM + d) =

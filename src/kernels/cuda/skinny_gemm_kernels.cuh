@@ -175,6 +175,25 @@ struct ResidualEpilogue {
   template <typename T, int MT>
   __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m) const {
     const float* norm_w = out.next_norm_weight;
+    // Every load first, then the stores: the compiler may not move a load past a store that could
+    // alias it, and one round trip per element made this epilogue the tail of its kernel.
+    float res[MT][4], gain[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = nt * 16 + frag_row(g, i);
+        const int tok = frag_token(mt, t, i);
+        res[mt][i] = row < rows && tok < m ? out.residual[tok * out.residual_stride + row] : 0.0f;
+      }
+    }
+    if (norm_w != nullptr) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = nt * 16 + g + 8 * h;
+        if (row < rows) gain[h] = norm_w[row];
+      }
+    }
     float sq[MT][2] = {};
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
@@ -183,11 +202,10 @@ struct ResidualEpilogue {
         const int64_t row = nt * 16 + frag_row(g, i);
         const int tok = frag_token(mt, t, i);
         if (row >= rows || tok >= m) continue;
-        float* r = out.residual + tok * out.residual_stride + row;
-        const float v = *r + c[mt][i];
-        *r = v;
+        const float v = res[mt][i] + c[mt][i];
+        out.residual[tok * out.residual_stride + row] = v;
         if (norm_w != nullptr) {
-          static_cast<T*>(out.xg)[tok * out.xg_stride + row] = from_float<T>(v * norm_w[row]);
+          static_cast<T*>(out.xg)[tok * out.xg_stride + row] = from_float<T>(v * gain[i / 2]);
           sq[mt][i & 1] += v * v;
         }
       }
@@ -222,6 +240,28 @@ struct QkvRopeEpilogue {
     const bool is_q = head < out.n_heads;
     const bool is_v = head >= out.n_heads + out.n_kv_heads;
     if (head >= out.n_heads + 2 * out.n_kv_heads) return;
+    // Positions, frequency and cache blocks first, all independent loads (as in ResidualEpilogue).
+    const PagedKvLayout& layout = out.kv.layout;
+    const float freq = is_v ? 0.0f : out.inv_freq[dim];
+    int pos[MT][2], block[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int tok = mt * 8 + 2 * t + e;
+        pos[mt][e] = tok < m ? out.positions[tok] : 0;
+      }
+    if (!is_q) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int tok = mt * 8 + 2 * t + e;
+          block[mt][e] = tok < m ? out.kv.block_tables[static_cast<int64_t>(tok) * out.kv.max_blocks_per_seq +
+                                                       pos[mt][e] / layout.block_size]
+                                 : 0;
+        }
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -229,10 +269,9 @@ struct QkvRopeEpilogue {
         const int tok = mt * 8 + 2 * t + e;
         if (tok >= m) continue;
         float lo = c[mt][e], hi = c[mt][2 + e];
-        const int pos = out.positions[tok];
         if (!is_v) {
           float s, co;
-          sincosf(static_cast<float>(pos) * out.inv_freq[dim], &s, &co);
+          sincosf(static_cast<float>(pos[mt][e]) * freq, &s, &co);
           const float rlo = lo * co - hi * s;
           const float rhi = hi * co + lo * s;
           lo = rlo;
@@ -243,10 +282,8 @@ struct QkvRopeEpilogue {
           dst = static_cast<T*>(out.q) + tok * out.q_stride + static_cast<int64_t>(head) * out.head_dim;
         } else {
           const int kv_head = (head - out.n_heads) % out.n_kv_heads;
-          const PagedKvLayout& layout = out.kv.layout;
-          const int32_t block = out.kv.block_tables[static_cast<int64_t>(tok) * out.kv.max_blocks_per_seq +
-                                                    pos / layout.block_size];
-          dst = static_cast<T*>(is_v ? out.kv.v : out.kv.k) + layout.offset(block, kv_head, pos % layout.block_size);
+          dst = static_cast<T*>(is_v ? out.kv.v : out.kv.k) +
+                layout.offset(block[mt][e], kv_head, pos[mt][e] % layout.block_size);
         }
         dst[dim] = from_float<T>(lo);
         dst[dim + half] = from_float<T>(hi);
@@ -274,6 +311,21 @@ struct SwigluEpilogue {
     }
   }
 };
+
+// The folded RMSNorm's 1/rms per token, from the previous kernel's per-tile sums of squares in a
+// fixed order; warp w of `warps` takes tokens w, w + warps, ... Called right after the wait for the
+// previous kernel, so that its loads overlap the weight stream instead of following it; the result
+// is read after a later barrier.
+__device__ __forceinline__ void norm_rstd(float* rstd, const SkinnyNorm& norm, int m, int warp, int warps, int lane) {
+  if (norm.partials == nullptr) return;
+  for (int tok = warp; tok < m; tok += warps) {
+    float s = 0.0f;
+    for (int p = lane; p < norm.num_partials; p += 32) s += norm.partials[tok * norm.num_partials + p];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (lane == 0) rstd[tok] = rsqrtf(s / norm.dim + norm.eps);
+  }
+}
 
 // The per-warp copy pipeline of one kernel instance, all in shared memory. A stage holds U k-tiles
 // of each of the CTA's RT row tiles (U * RT = 4: 2 KB of weights) and the same K range of the
@@ -394,6 +446,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) issue_x(s);
   cp_async_commit();
+  norm_rstd(rstd, norm, m, warp, WARPS, lane);
 
   float acc[RT][MT][4];
 #pragma unroll
@@ -453,16 +506,6 @@ __global__ void __launch_bounds__(WARPS * 32)
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) red[(warp * kFrag + (r * MT + mt) * 4 + i) * 32 + lane] = acc[r][mt][i];
-  // 1/rms per token from the previous kernel's per-tile sums of squares, in a fixed order.
-  if (norm.partials != nullptr) {
-    for (int tok = warp; tok < m; tok += WARPS) {
-      float s = 0.0f;
-      for (int p = lane; p < norm.num_partials; p += 32) s += norm.partials[tok * norm.num_partials + p];
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-      if (lane == 0) rstd[tok] = rsqrtf(s / norm.dim + norm.eps);
-    }
-  }
   __syncthreads();
   for (int e = threadIdx.x; e < kFrag * 32; e += WARPS * 32) {
     float s = red[e];
@@ -596,7 +639,10 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
     }
     cp_async_wait<0>();
   } else {
-    // Consumers: each warp multiplies its own RT row tiles over the whole K range of the CTA.
+    // Consumers: each warp multiplies its own RT row tiles over the whole K range of the CTA. The
+    // 1/rms comes first: the first stage's activations follow the same wait.
+    wait_for_previous_grid();
+    norm_rstd(rstd, norm, m, warp, WARPS, lane);
     for (int s = 0; s < stages; ++s) {
       const int b = s % STAGES;
       mbar_wait(&full[b], (s / STAGES) & 1);
@@ -626,7 +672,6 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
       __syncwarp();  // every lane has read the stage before it is handed back
       if (lane == 0) mbar_arrive(&empty[b]);
     }
-    wait_for_previous_grid();  // (a no-op by now when the CTA has stages) before norm and epilogue reads
   }
   // The weight stream is issued and consumed: the next kernel may start streaming its own. (Letting
   // it start when this grid starts was slower on the 8B step, and when this grid has waited for its
@@ -644,15 +689,6 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
           for (int i = 0; i < 4; ++i) part[(((warp * RT + r) * MT + mt) * 4 + i) * 32 + lane] = acc[r][mt][i];
-    }
-    if (norm.partials != nullptr) {
-      for (int tok = warp; tok < m; tok += WARPS) {
-        float s = 0.0f;
-        for (int p = lane; p < norm.num_partials; p += 32) s += norm.partials[tok * norm.num_partials + p];
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-        if (lane == 0) rstd[tok] = rsqrtf(s / norm.dim + norm.eps);
-      }
     }
   }
   if (k_split > 1) {
