@@ -81,6 +81,8 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ int merges;
 
+  // The next kernel may launch at once: it waits for this grid before its reads.
+  allow_next_grid();
   const int tid = threadIdx.x;
   if (tid == 0) trace_start(trace);
   const int warp = tid / 32;
@@ -161,10 +163,6 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       if (stage < n_steps) load_kv(stage, stage, newest);
       cp_async_commit();
     }
-    // The next kernel (the O projection) may launch once this CTA's first item has issued all its
-    // K/V loads: launched at once, its weight prologue (12 MB on the 8B shape) was ahead of this
-    // item's later stages in the DRAM queue. A CTA without items lets it go by exiting.
-    if (n_steps <= STAGES - 1) allow_next_grid();
     if (!waited) {
       wait_for_previous_grid();
       waited = true;
@@ -211,7 +209,6 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       if (step == 0) q_operand.load(q_tile, 0, lane);
       const int next = step + STAGES - 1;
       if (next < n_steps) load_kv(next, next % STAGES, -1);
-      if (next == n_steps - 1) allow_next_grid();
       cp_async_commit();
 
       const int stage = step % STAGES;

@@ -337,32 +337,25 @@ __device__ __forceinline__ void norm_rstd(float* rstd, const SkinnyNorm& norm, i
 }
 
 // The per-warp copy pipeline of one kernel instance, all in shared memory. A stage holds U k-tiles
-// of each of the CTA's RT row tiles (U * RT = 4: 2 KB of weights) and the same K range of the m
-// activation rows; STAGES - 1 stages are in flight while one is multiplied, without spending
-// registers on them. Up to 8 tokens the ring has 6 stages (10 KB of weights on the way per warp):
-// the stages issued before the wait for the previous kernel are the part of the weight stream that
-// overlaps it, and one token's stages are small (2.1 KB). Up to 16 tokens it has 4, to keep two
-// 8-warp CTAs on an SM.
+// of each of the CTA's RT row tiles (U * RT = 4: 2 KB of weights) and the same K range of the
+// activation rows; STAGES - 1 stages are in flight while one is multiplied, so every warp keeps
+// 6 KB of weights on the way without spending registers on them.
 template <typename T, int MT, int RT, int WARPS>
 struct SkinnyPipe {
   static constexpr int kStageKTiles = RT >= 4 ? 1 : 4 / RT;  // U
-  static constexpr int kStages = MT == 1 ? 6 : 4;
+  static constexpr int kStages = 4;
   static constexpr int kTokens = MT * 8;
   // Activation row stride in the stage, in elements: +8 (16 bytes) puts the eight token rows that a
   // B-fragment load touches in different banks, and keeps each row 16-byte aligned for cp.async.
   static constexpr int kXStride = kStageKTiles * 16 + 8;
-  static constexpr int kXRowBytes = kXStride * static_cast<int>(sizeof(T));
   static constexpr int kWBytes = kStageKTiles * RT * 512;
-  // A warp's pipeline for m tokens: [STAGES][weights] then [STAGES][m][XS].
-  __host__ __device__ static constexpr int warp_bytes(int m) { return kStages * (kWBytes + m * kXRowBytes); }
+  static constexpr int kXBytes = kTokens * kXStride * static_cast<int>(sizeof(T));
+  static constexpr int kWarpBytes = kStages * (kWBytes + kXBytes);
   // After the main loop the same memory holds every warp's accumulators and the CTA's sum of them.
   static constexpr int kFrag = RT * MT * 4;  // accumulator values per lane
   static constexpr int kReduceBytes = (WARPS + 1) * kFrag * 32 * static_cast<int>(sizeof(float));
-  static constexpr int smem_bytes(int m) {
-    return WARPS * warp_bytes(m) > kReduceBytes ? WARPS * warp_bytes(m) : kReduceBytes;
-  }
-  static constexpr int kMaxSmemBytes = smem_bytes(kTokens);
-  static_assert(kWBytes % 16 == 0 && kXRowBytes % 16 == 0, "stages must stay 16-byte aligned");
+  static constexpr int kSmemBytes = WARPS * kWarpBytes > kReduceBytes ? WARPS * kWarpBytes : kReduceBytes;
+  static_assert(kWBytes % 16 == 0 && kXBytes % 16 == 0, "stages must stay 16-byte aligned");
 };
 
 // One lane's share of a stage's activation rows: tokens 0..m-1, columns k0 .. k0 + 16*U - 1, into
@@ -421,9 +414,9 @@ __global__ void __launch_bounds__(WARPS * 32)
   const int64_t k_end = min(min(k_tiles, (rank + 1) * per_cta), k_begin + per_warp);
   const int stages = k_end > k_begin ? static_cast<int>((k_end - k_begin + U - 1) / U) : 0;
 
-  unsigned char* pipe = smem + warp * Pipe::warp_bytes(m);
+  unsigned char* pipe = smem + warp * Pipe::kWarpBytes;
   uint4* wbuf = reinterpret_cast<uint4*>(pipe);                      // [STAGES][U][RT][32 lanes]
-  T* xbuf = reinterpret_cast<T*>(pipe + STAGES * Pipe::kWBytes);     // [STAGES][m][XS]
+  T* xbuf = reinterpret_cast<T*>(pipe + STAGES * Pipe::kWBytes);     // [STAGES][tokens][XS]
 
   // Each lane copies, and later reads, only its own 16-byte fragment of each weight tile.
   auto issue_weights = [&](int s) {
@@ -444,7 +437,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   // zero, but 0 * garbage could be NaN). Tokens >= m are never read.
   auto issue_x = [&](int s) {
     if (s >= stages) return;
-    stage_activations<T, U, XS>(xbuf + (s % STAGES) * (m * XS), x, x_stride, x_vec16, m, cols,
+    stage_activations<T, U, XS>(xbuf + (s % STAGES) * (Pipe::kTokens * XS), x, x_stride, x_vec16, m, cols,
                                 (k_begin + static_cast<int64_t>(s) * U) * 16, lane);
   };
 
@@ -455,11 +448,9 @@ __global__ void __launch_bounds__(WARPS * 32)
     cp_async_commit();
   }
   // Once a warp's last weight stage is issued the next kernel may start streaming its own weights
-  // (the first call in a CTA is the one that counts); a warp whose whole stream fits in the prologue
-  // waits for the previous kernel first, so that the next one's weights do not queue ahead of the
-  // previous kernel's loads (decode attention's K/V, when this is the O projection).
-  wait_for_previous_grid();
+  // (the first call in a CTA is the one that counts).
   if (stages <= STAGES - 1) allow_next_grid();
+  wait_for_previous_grid();
   if (threadIdx.x == 0) trace_released(trace);
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) issue_x(s);
@@ -491,7 +482,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
     __syncwarp();  // activation chunks copied by other lanes are visible
     const uint4* ws = wbuf + (s % STAGES) * (U * RT * 32);
-    const T* xs = xbuf + (s % STAGES) * (m * XS);
+    const T* xs = xbuf + (s % STAGES) * (Pipe::kTokens * XS);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (k_begin + static_cast<int64_t>(s) * U + u >= k_end) break;
@@ -841,14 +832,14 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
   using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
   auto* kernel = skinny_gemm_kernel<T, MT, RT, WARPS, Epilogue>;
   static KernelSupportCache cache;  // one per instance
-  const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::kMaxSmemBytes);
+  const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::kSmemBytes);
   if (!support.status.ok()) return support.status;
   if (v.k_split > 1 && !support.clusters) return needs_sm90(v);
   // Without sm_90 code the kernel has no griddepcontrol and must not overlap its predecessor.
   LaunchAttrs attrs(v.k_split, options.pdl && support.clusters);
   config.gridDim = dim3(static_cast<unsigned>((row_tiles + RT - 1) / RT * v.k_split));
   config.blockDim = dim3(WARPS * 32);
-  config.dynamicSmemBytes = Pipe::smem_bytes(in.m);
+  config.dynamicSmemBytes = Pipe::kSmemBytes;
   config.attrs = attrs.attrs;
   config.numAttrs = attrs.count;
   FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
