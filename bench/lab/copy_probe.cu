@@ -2,7 +2,8 @@
 // with and without cache hints, 1 to 8 blocks per SM) and bulk-copy (TMA) kernels (chunk size,
 // stages, stores in flight, blocks per SM, chunk order, L2 hint) against cudaMemcpy D2D on 1 GiB,
 // with and without a host launch gap in the timing; whether cudaMemcpy runs on the SMs; write-only
-// bandwidth. `copy_probe once` runs each kind of copy once, for a profiler.
+// bandwidth. `copy_probe once` runs each kind of copy once, for a profiler; `copy_probe hints` the
+// grid-stride copy with L2 eviction hints per side.
 // Build: nvcc -O3 -arch=sm_90a. Results are in bench/results/README.md.
 #include <cstdio>
 #include <cstring>
@@ -160,6 +161,39 @@ int bulk_grid(BulkConfig c) {
   cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bulk, 32, c.chunk * c.stages);
   return sms * std::min(per_sm, c.blocks_per_sm);
 }
+// Grid-stride with L2 eviction-priority hints chosen per side (0 none, 1 evict-first, 2 evict-last;
+// loads may also take the read-only path): does keeping written lines in L2 longer (and read lines
+// shorter) batch the DRAM's write turnarounds?
+__device__ __forceinline__ uint64_t l2_policy(int kind) {
+  uint64_t p = 0;
+  if (kind == 1) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  if (kind == 2) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+template <int U, int LOAD, int STORE, bool NC>
+__global__ void __launch_bounds__(256) grid_stride_hint(const uint4* __restrict__ s, uint4* __restrict__ d, size_t n) {
+  const uint64_t lp = l2_policy(LOAD), sp = l2_policy(STORE);
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  for (; i + (U - 1) * stride < n; i += U * stride) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint4* a = s + i + u * stride;
+      if (LOAD == 0 && !NC) v[u] = *a;
+      else if (LOAD == 0) asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(a));
+      else if (NC) asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;" : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(a), "l"(lp));
+      else asm volatile("ld.global.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;" : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(a), "l"(lp));
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      uint4* a = d + i + u * stride;
+      if (STORE == 0) *a = v[u];
+      else asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1,%2,%3,%4}, %5;" :: "l"(a), "r"(v[u].x), "r"(v[u].y), "r"(v[u].z), "r"(v[u].w), "l"(sp) : "memory");
+    }
+  }
+  for (; i < n; i += stride) d[i] = s[i];
+}
 int main(int argc, char** argv) {
   size_t bytes = size_t(1) << 30, n = bytes / 16;
   uint4 *s, *d; cudaMalloc(&s, bytes); cudaMalloc(&d, bytes);
@@ -179,6 +213,33 @@ int main(int argc, char** argv) {
   // The same, with a short spin queued ahead of the start event: the launches are then queued
   // before the GPU reaches them, so no host submission gap falls inside the timing.
   auto gated = [&](auto f) { std::vector<float> ms; for (int r = 0; r < 22; ++r) { spin<<<1, 32>>>(100000LL); cudaEventRecord(a); f(); cudaEventRecord(b); cudaEventSynchronize(b); float t; cudaEventElapsedTime(&t, a, b); if (r >= 2) ms.push_back(t);} std::sort(ms.begin(), ms.end()); return 2.0 * bytes / (ms[ms.size()/2] * 1e-3) / 1e9; };
+  // `copy_probe hints`: the hinted grid-stride copies against cudaMemcpy, in turns.
+  if (argc > 1 && std::strcmp(argv[1], "hints") == 0) {
+    for (int pass = 0; pass < 2; ++pass) {
+      printf("memcpy %.0f\n", time([&] { cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice); }));
+      for (int bps : {2, 4}) {
+        const int g = 132 * bps;
+        printf("grid %d U4 load/store hints (-: none, f: evict-first, l: evict-last, n: read-only path): "
+               "--/-- %.0f  f/- %.0f  f/l %.0f  -/l %.0f  nf/l %.0f  n-/- %.0f  f/f %.0f  U8 f/l %.0f  U8 nf/l %.0f\n", g,
+               time([&] { grid_stride_hint<4, 0, 0, false><<<g, 256>>>(s, d, n); }),
+               time([&] { grid_stride_hint<4, 1, 0, false><<<g, 256>>>(s, d, n); }),
+               time([&] { grid_stride_hint<4, 1, 2, false><<<g, 256>>>(s, d, n); }),
+               time([&] { grid_stride_hint<4, 0, 2, false><<<g, 256>>>(s, d, n); }),
+               time([&] { grid_stride_hint<4, 1, 2, true><<<g, 256>>>(s, d, n); }),
+               time([&] { grid_stride_hint<4, 0, 0, true><<<g, 256>>>(s, d, n); }),
+               time([&] { grid_stride_hint<4, 1, 1, false><<<g, 256>>>(s, d, n); }),
+               time([&] { grid_stride_hint<8, 1, 2, false><<<g, 256>>>(s, d, n); }),
+               time([&] { grid_stride_hint<8, 1, 2, true><<<g, 256>>>(s, d, n); }));
+      }
+    }
+    cudaMemset(d, 0, bytes);
+    grid_stride_hint<4, 1, 2, true><<<264, 256>>>(s, d, n);
+    std::vector<unsigned char> back(1 << 20);
+    cudaMemcpy(back.data(), d + n - (1 << 16), back.size(), cudaMemcpyDeviceToHost);
+    printf("hinted copy tail check: %s (%s)\n", back[0] == 1 && back.back() == 1 ? "copied" : "WRONG",
+           cudaGetErrorString(cudaGetLastError()));
+    return 0;
+  }
   {
     const BulkConfig b64{65536, 3, 1, 1, false, false}, b32{32768, 6, 2, 1, false, false};
     const int g64 = bulk_grid(b64), g32 = bulk_grid(b32);
