@@ -381,6 +381,20 @@ __device__ __forceinline__ void stage_activations(T* dst, const T* __restrict__ 
   }
 }
 
+// The mma B fragments (activations) of k-tile u of a staged stage, rows of `xs_stride` elements:
+// lane (g, t) holds token mt * 8 + g, columns 2t, 2t + 1 and 2t + 8, 2t + 9 (tokens >= m: zero).
+template <typename T, int MT>
+__device__ __forceinline__ void activation_fragments(uint32_t (&b)[MT][2], const T* xs, int xs_stride, int u, int g,
+                                                     int t, int m) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const int tok = mt * 8 + g;
+    const T* row = xs + tok * xs_stride + u * 16 + 2 * t;
+    b[mt][0] = tok < m ? *reinterpret_cast<const uint32_t*>(row) : 0u;
+    b[mt][1] = tok < m ? *reinterpret_cast<const uint32_t*>(row + 8) : 0u;
+  }
+}
+
 // A cluster of k_split CTAs owns RT row tiles (16 rows each) and splits K into k_split fixed ranges;
 // inside a CTA the WARPS warps split the CTA's range again. Each warp streams its range through its
 // own cp.async pipeline (weights and activation rows), multiplying with mma.sync. The warps' partial
@@ -487,13 +501,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     for (int u = 0; u < U; ++u) {
       if (k_begin + static_cast<int64_t>(s) * U + u >= k_end) break;
       uint32_t b[MT][2];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        const int tok = mt * 8 + g;
-        const T* row = xs + tok * XS + u * 16 + 2 * t;
-        b[mt][0] = tok < m ? *reinterpret_cast<const uint32_t*>(row) : 0u;
-        b[mt][1] = tok < m ? *reinterpret_cast<const uint32_t*>(row + 8) : 0u;
-      }
+      activation_fragments<T, MT>(b, xs, XS, u, g, t, m);
 #pragma unroll
       for (int r = 0; r < RT; ++r) {
         if (tile0 + r >= row_tiles) continue;
@@ -663,13 +671,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
       for (int u = 0; u < U; ++u) {
         if (kt0 + u >= k_end) break;
         uint32_t bf[MT][2];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          const int tok = mt * 8 + g;
-          const T* row = xs + tok * XS + u * 16 + 2 * t;
-          bf[mt][0] = tok < m ? *reinterpret_cast<const uint32_t*>(row) : 0u;
-          bf[mt][1] = tok < m ? *reinterpret_cast<const uint32_t*>(row + 8) : 0u;
-        }
+        activation_fragments<T, MT>(bf, xs, XS, u, g, t, m);
 #pragma unroll
         for (int r = 0; r < RT; ++r) {
           if (warp * RT + r >= tiles_here) continue;
