@@ -85,11 +85,18 @@ __global__ void __launch_bounds__(1024) spin(long long cycles) {
   const long long start = clock64();
   while (clock64() - start < cycles) {}
 }
+// An L2 eviction-priority policy: 0 none, 1 evict-first, 2 evict-last.
+__device__ __forceinline__ uint64_t l2_policy(int kind) {
+  uint64_t p = 0;
+  if (kind == 1) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  if (kind == 2) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
 // Bulk copy (TMA): each block takes C-byte chunks (grid-strided, or one contiguous range) through
 // S shared-memory stages, one thread issuing; chunk k is loaded into stage k % S (mbarrier), then
 // stored from it as one bulk group, with up to L stores still reading their stages while S - L
-// loads are in flight. Optionally both sides carry an L2 evict-first hint.
-struct BulkConfig { int chunk, stages, stores, blocks_per_sm; bool contiguous, evict_first; };
+// loads are in flight. Each side may carry an L2 eviction hint (0 none, 1 evict-first, 2 evict-last).
+struct BulkConfig { int chunk, stages, stores, blocks_per_sm; bool contiguous; int load_hint, store_hint; };
 __device__ __forceinline__ uint32_t sa(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void wait_read(int l) {
   switch (l) {
@@ -114,8 +121,7 @@ __global__ void __launch_bounds__(32) bulk(const uint4* __restrict__ s, uint4* _
     mine = (chunks - blockIdx.x + gridDim.x - 1) / gridDim.x;
   }
   if (mine == 0) return;
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  const uint64_t load_policy = l2_policy(c.load_hint), store_policy = l2_policy(c.store_hint);
   for (size_t i = 0; i < S; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(sa(&bar[i])) : "memory");
   asm volatile("fence.mbarrier_init.release.cluster;\n fence.proxy.async.shared::cta;" ::: "memory");
   auto off = [&](size_t k) { return (first + k * step) * C; };
@@ -124,9 +130,9 @@ __global__ void __launch_bounds__(32) bulk(const uint4* __restrict__ s, uint4* _
     const size_t o = off(k); const uint32_t b = len(o), m = sa(&bar[k % S]), to = sa(st + (k % S) * C);
     const char* from = (const char*)s + o;
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(m), "r"(b) : "memory");
-    if (c.evict_first)
+    if (c.load_hint != 0)
       asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
-                   ::"r"(to), "l"(from), "r"(b), "r"(m), "l"(policy) : "memory");
+                   ::"r"(to), "l"(from), "r"(b), "r"(m), "l"(load_policy) : "memory");
     else
       asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                    ::"r"(to), "l"(from), "r"(b), "r"(m) : "memory");
@@ -140,9 +146,9 @@ __global__ void __launch_bounds__(32) bulk(const uint4* __restrict__ s, uint4* _
     const size_t o = off(k);
     const uint32_t from = sa(st + (k % S) * C), b = len(o);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    if (c.evict_first)
+    if (c.store_hint != 0)
       asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;"
-                   ::"l"((char*)d + o), "r"(from), "r"(b), "l"(policy) : "memory");
+                   ::"l"((char*)d + o), "r"(from), "r"(b), "l"(store_policy) : "memory");
     else
       asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"((char*)d + o), "r"(from), "r"(b)
                    : "memory");
@@ -164,12 +170,6 @@ int bulk_grid(BulkConfig c) {
 // Grid-stride with L2 eviction-priority hints chosen per side (0 none, 1 evict-first, 2 evict-last;
 // loads may also take the read-only path): does keeping written lines in L2 longer (and read lines
 // shorter) batch the DRAM's write turnarounds?
-__device__ __forceinline__ uint64_t l2_policy(int kind) {
-  uint64_t p = 0;
-  if (kind == 1) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-  if (kind == 2) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
 template <int U, int LOAD, int STORE, bool NC>
 __global__ void __launch_bounds__(256) grid_stride_hint(const uint4* __restrict__ s, uint4* __restrict__ d, size_t n) {
   const uint64_t lp = l2_policy(LOAD), sp = l2_policy(STORE);
@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "once") == 0) {
     cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice);
     grid_stride<4, false><<<264, 256>>>(s, d, n);
-    const BulkConfig c{32768, 6, 2, 1, false, false};
+    const BulkConfig c{32768, 6, 2, 1, false, 0, 0};
     bulk<<<bulk_grid(c), 32, c.chunk * c.stages>>>(s, d, n, c);
     cudaDeviceSynchronize();
     printf("once: %s\n", cudaGetErrorString(cudaGetLastError()));
@@ -231,6 +231,13 @@ int main(int argc, char** argv) {
                time([&] { grid_stride_hint<8, 1, 2, false><<<g, 256>>>(s, d, n); }),
                time([&] { grid_stride_hint<8, 1, 2, true><<<g, 256>>>(s, d, n); }));
       }
+      const char* hint = "-fl";
+      for (BulkConfig c : {BulkConfig{32768, 6, 2, 1, false, 0, 0}, BulkConfig{32768, 6, 2, 1, false, 1, 2},
+                           BulkConfig{32768, 6, 2, 1, false, 0, 2}, BulkConfig{32768, 6, 2, 1, false, 1, 0}}) {
+        const int g = bulk_grid(c);
+        printf("bulk 32x6 L2 load/store %c/%c %.0f\n", hint[c.load_hint], hint[c.store_hint],
+               time([&] { bulk<<<g, 32, c.chunk * c.stages>>>(s, d, n, c); }));
+      }
     }
     cudaMemset(d, 0, bytes);
     grid_stride_hint<4, 1, 2, true><<<264, 256>>>(s, d, n);
@@ -241,7 +248,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   {
-    const BulkConfig b64{65536, 3, 1, 1, false, false}, b32{32768, 6, 2, 1, false, false};
+    const BulkConfig b64{65536, 3, 1, 1, false, 0, 0}, b32{32768, 6, 2, 1, false, 0, 0};
     const int g64 = bulk_grid(b64), g32 = bulk_grid(b32);
     for (int pass = 0; pass < 2; ++pass) {
       auto t = [&](auto f) { return pass ? gated(f) : time(f); };
@@ -301,7 +308,7 @@ int main(int argc, char** argv) {
     std::vector<unsigned char> h(bytes), back(bytes);
     for (size_t i = 0; i < bytes; ++i) h[i] = (unsigned char)(i * 2654435761u >> 13);
     cudaMemcpy(s, h.data(), bytes, cudaMemcpyHostToDevice);
-    for (BulkConfig c : {BulkConfig{32768, 6, 2, 1, false, false}, BulkConfig{16384, 4, 1, 1, true, true}}) {
+    for (BulkConfig c : {BulkConfig{32768, 6, 2, 1, false, 0, 0}, BulkConfig{16384, 4, 1, 1, true, 1, 1}}) {
       cudaMemset(d, 0, bytes);
       bulk<<<bulk_grid(c), 32, c.chunk * c.stages>>>(s, d, m, c);
       cudaMemcpy(back.data(), d, bytes, cudaMemcpyDeviceToHost);
@@ -313,14 +320,17 @@ int main(int argc, char** argv) {
              cudaGetErrorString(cudaGetLastError()));
     }
   }
-  printf("bulk: chunk KiB x stages, stores in flight, blocks/SM, [c]ontiguous ranges, [e]vict-first\n");
-  const BulkConfig configs[] = {{8192, 8, 2, 1, 0, 0},   {16384, 4, 1, 1, 0, 0}, {16384, 6, 2, 1, 0, 0},
-                                {32768, 4, 2, 1, 0, 0},  {32768, 6, 2, 1, 0, 0}, {65536, 3, 1, 1, 0, 0},
-                                {16384, 3, 1, 4, 0, 0},  {32768, 6, 2, 1, 1, 0}, {32768, 6, 2, 1, 0, 1}};
+  printf("bulk: chunk KiB x stages, stores in flight, blocks/SM, [c]ontiguous ranges, load/store hint "
+         "(-: none, f: evict-first, l: evict-last)\n");
+  const BulkConfig configs[] = {{8192, 8, 2, 1, 0, 0, 0},  {16384, 4, 1, 1, 0, 0, 0}, {16384, 6, 2, 1, 0, 0, 0},
+                                {32768, 4, 2, 1, 0, 0, 0}, {32768, 6, 2, 1, 0, 0, 0}, {65536, 3, 1, 1, 0, 0, 0},
+                                {16384, 3, 1, 4, 0, 0, 0}, {32768, 6, 2, 1, 1, 0, 0}, {32768, 6, 2, 1, 0, 1, 1},
+                                {32768, 6, 2, 1, 0, 1, 2}, {32768, 6, 2, 1, 0, 0, 2}, {32768, 6, 2, 1, 0, 1, 0}};
   for (const BulkConfig& c : configs) {
     const int g = bulk_grid(c);
-    printf("  %2dx%-2d L%d %d/SM %s%s %.0f\n", c.chunk / 1024, c.stages, c.stores, g / 132, c.contiguous ? "c" : "-",
-           c.evict_first ? "e" : "-", time([&] { bulk<<<g, 32, c.chunk * c.stages>>>(s, d, n, c); }));
+    const char* hint = "-fl";
+    printf("  %2dx%-2d L%d %d/SM %s %c/%c %.0f\n", c.chunk / 1024, c.stages, c.stores, g / 132, c.contiguous ? "c" : "-",
+           hint[c.load_hint], hint[c.store_hint], time([&] { bulk<<<g, 32, c.chunk * c.stages>>>(s, d, n, c); }));
   }
   printf("memcpy %.0f\n", time([&] { cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice); }));
   return 0;
