@@ -856,30 +856,22 @@ Status launch_variant(const PackedWeight& w, const SkinnyInput& in, const Skinny
   if (v.k_split < 1 || v.k_split > 8)
     return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(), ": k_split=", v.k_split,
                                  " (supported: 1..8, the portable cluster size)"));
-  const int shape = v.row_tiles * 100 + v.warps;
-  if (v.pipeline == SkinnyPipeline::kCtaSplitRows) {
-    switch (shape) {
-      case 104: return launch_shape<T, MT, 1, 4>(w, in, norm, epi, v, options, stream);
-      case 108: return launch_shape<T, MT, 1, 8>(w, in, norm, epi, v, options, stream);
-      case 204: return launch_shape<T, MT, 2, 4>(w, in, norm, epi, v, options, stream);
-      case 208: return launch_shape<T, MT, 2, 8>(w, in, norm, epi, v, options, stream);
-      case 404: return launch_shape<T, MT, 4, 4>(w, in, norm, epi, v, options, stream);
-      default:
-        return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(),
-                                     " (CTA pipeline: row_tiles x warps in 1x4, 1x8, 2x4, 2x8, 4x4; k_split 1..8)"));
-    }
-  }
-  switch (shape) {
+  // launch_shape serves both pipelines; the CTA pipeline has no 4 x 8 shape.
+  const bool cta = v.pipeline == SkinnyPipeline::kCtaSplitRows;
+  switch (v.row_tiles * 100 + v.warps) {
     case 104: return launch_shape<T, MT, 1, 4>(w, in, norm, epi, v, options, stream);
     case 108: return launch_shape<T, MT, 1, 8>(w, in, norm, epi, v, options, stream);
     case 204: return launch_shape<T, MT, 2, 4>(w, in, norm, epi, v, options, stream);
     case 208: return launch_shape<T, MT, 2, 8>(w, in, norm, epi, v, options, stream);
     case 404: return launch_shape<T, MT, 4, 4>(w, in, norm, epi, v, options, stream);
-    case 408: return launch_shape<T, MT, 4, 8>(w, in, norm, epi, v, options, stream);
-    default:
-      return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(),
-                                   " (supported: row_tiles 1, 2, 4 x warps 4, 8, any k_split 1..8)"));
+    case 408:
+      if (!cta) return launch_shape<T, MT, 4, 8>(w, in, norm, epi, v, options, stream);
+      break;
+    default: break;
   }
+  return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(),
+                               cta ? " (CTA pipeline: row_tiles x warps in 1x4, 1x8, 2x4, 2x8, 4x4; k_split 1..8)"
+                                   : " (supported: row_tiles 1, 2, 4 x warps 4, 8, any k_split 1..8)"));
 }
 
 // The one dispatch point for dtype and token-tile count.
