@@ -3,7 +3,9 @@
 // stages, stores in flight, blocks per SM, chunk order, L2 hint) against cudaMemcpy D2D on 1 GiB,
 // with and without a host launch gap in the timing; whether cudaMemcpy runs on the SMs; write-only
 // bandwidth. `copy_probe once` runs each kind of copy once, for a profiler; `copy_probe hints` the
-// grid-stride copy with L2 eviction hints per side.
+// grid-stride copy with L2 eviction hints per side; `copy_probe layout` the copies with source and
+// destination at several offsets in one allocation, and a software-pipelined grid-stride copy;
+// `copy_probe pipe` that copy by depth, grid, block size and L2 hints.
 // Build: nvcc -O3 -arch=sm_90a. Results are in bench/results/README.md.
 #include <cstdio>
 #include <cstring>
@@ -194,6 +196,74 @@ __global__ void __launch_bounds__(256) grid_stride_hint(const uint4* __restrict_
   }
   for (; i < n; i += stride) d[i] = s[i];
 }
+// Grid-stride with the next iteration's loads issued before the current iteration's stores, so a
+// thread never has an empty load queue while its stores drain.
+template <int U>
+__global__ void __launch_bounds__(256) grid_stride_pipe(const uint4* __restrict__ s, uint4* __restrict__ d, size_t n) {
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  bool full = i + (U - 1) * stride < n;
+  uint4 cur[U];
+  if (full) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) cur[u] = s[i + u * stride];
+  }
+  while (full) {
+    const size_t j = i + U * stride;
+    const bool next_full = j + (U - 1) * stride < n;
+    uint4 nxt[U];
+    if (next_full) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) nxt[u] = s[j + u * stride];
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) d[i + u * stride] = cur[u];
+#pragma unroll
+    for (int u = 0; u < U; ++u) cur[u] = nxt[u];
+    i = j;
+    full = next_full;
+  }
+  for (; i < n; i += stride) d[i] = s[i];
+}
+// The pipelined grid-stride copy with an L2 eviction hint per side (as grid_stride_hint).
+template <int U, int LOAD, int STORE>
+__global__ void __launch_bounds__(1024) grid_stride_pipe_hint(const uint4* __restrict__ s, uint4* __restrict__ d, size_t n) {
+  const uint64_t lp = l2_policy(LOAD), sp = l2_policy(STORE);
+  auto ld = [&](const uint4* a) {
+    uint4 v;
+    if (LOAD == 0) v = *a;
+    else asm volatile("ld.global.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(a), "l"(lp));
+    return v;
+  };
+  auto st = [&](uint4* a, uint4 v) {
+    if (STORE == 0) *a = v;
+    else asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1,%2,%3,%4}, %5;" :: "l"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(sp) : "memory");
+  };
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  bool full = i + (U - 1) * stride < n;
+  uint4 cur[U];
+  if (full) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) cur[u] = ld(s + i + u * stride);
+  }
+  while (full) {
+    const size_t j = i + U * stride;
+    const bool next_full = j + (U - 1) * stride < n;
+    uint4 nxt[U];
+    if (next_full) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) nxt[u] = ld(s + j + u * stride);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) st(d + i + u * stride, cur[u]);
+#pragma unroll
+    for (int u = 0; u < U; ++u) cur[u] = nxt[u];
+    i = j;
+    full = next_full;
+  }
+  for (; i < n; i += stride) d[i] = s[i];
+}
 int main(int argc, char** argv) {
   size_t bytes = size_t(1) << 30, n = bytes / 16;
   uint4 *s, *d; cudaMalloc(&s, bytes); cudaMalloc(&d, bytes);
@@ -213,6 +283,63 @@ int main(int argc, char** argv) {
   // The same, with a short spin queued ahead of the start event: the launches are then queued
   // before the GPU reaches them, so no host submission gap falls inside the timing.
   auto gated = [&](auto f) { std::vector<float> ms; for (int r = 0; r < 22; ++r) { spin<<<1, 32>>>(100000LL); cudaEventRecord(a); f(); cudaEventRecord(b); cudaEventSynchronize(b); float t; cudaEventElapsedTime(&t, a, b); if (r >= 2) ms.push_back(t);} std::sort(ms.begin(), ms.end()); return 2.0 * bytes / (ms[ms.size()/2] * 1e-3) / 1e9; };
+  // `copy_probe pipe`: the pipelined grid-stride copy by depth, grid, block size and L2 hints.
+  if (argc > 1 && std::strcmp(argv[1], "pipe") == 0) {
+    for (int pass = 0; pass < 2; ++pass) {
+      printf("memcpy %.0f\n", time([&] { cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice); }));
+      for (int bps : {1, 2, 3}) {
+        const int g = 132 * bps;
+        printf("grid %d x 256, pipe: U2 %.0f  U4 %.0f  U8 %.0f  U4 f/f %.0f  U4 -/f %.0f  U4 f/- %.0f  U2 f/f %.0f\n", g,
+               time([&] { grid_stride_pipe_hint<2, 0, 0><<<g, 256>>>(s, d, n); }),
+               time([&] { grid_stride_pipe_hint<4, 0, 0><<<g, 256>>>(s, d, n); }),
+               time([&] { grid_stride_pipe_hint<8, 0, 0><<<g, 256>>>(s, d, n); }),
+               time([&] { grid_stride_pipe_hint<4, 1, 1><<<g, 256>>>(s, d, n); }),
+               time([&] { grid_stride_pipe_hint<4, 0, 1><<<g, 256>>>(s, d, n); }),
+               time([&] { grid_stride_pipe_hint<4, 1, 0><<<g, 256>>>(s, d, n); }),
+               time([&] { grid_stride_pipe_hint<2, 1, 1><<<g, 256>>>(s, d, n); }));
+      }
+      printf("pipe, deeper and narrower: 132x256 U16 %.0f  132x128 U16 %.0f  264x128 U8 %.0f  132x384 U8 %.0f  132x256 U8 -/f %.0f\n",
+             time([&] { grid_stride_pipe_hint<16, 0, 0><<<132, 256>>>(s, d, n); }),
+             time([&] { grid_stride_pipe_hint<16, 0, 0><<<132, 128>>>(s, d, n); }),
+             time([&] { grid_stride_pipe_hint<8, 0, 0><<<264, 128>>>(s, d, n); }),
+             time([&] { grid_stride_pipe_hint<8, 0, 0><<<132, 384>>>(s, d, n); }),
+             time([&] { grid_stride_pipe_hint<8, 0, 1><<<132, 256>>>(s, d, n); }));
+      for (int threads : {512, 1024}) {
+        printf("grid 132 x %d, pipe: U2 %.0f  U4 %.0f  U4 f/f %.0f\n", threads,
+               time([&] { grid_stride_pipe_hint<2, 0, 0><<<132, threads>>>(s, d, n); }),
+               time([&] { grid_stride_pipe_hint<4, 0, 0><<<132, threads>>>(s, d, n); }),
+               time([&] { grid_stride_pipe_hint<4, 1, 1><<<132, threads>>>(s, d, n); }));
+      }
+    }
+    return 0;
+  }
+  // `copy_probe layout`: source and destination in one allocation, the destination 1 GiB + off
+  // after the source: does where the two halves fall on the DRAM channels change either copy?
+  if (argc > 1 && std::strcmp(argv[1], "layout") == 0) {
+    uint4* base = nullptr;
+    cudaMalloc(&base, 2 * bytes + (size_t(64) << 20) + (1 << 16));
+    cudaMemset(base, 1, bytes);
+    const BulkConfig c{32768, 6, 2, 1, false, 0, 0};
+    const int gb = bulk_grid(c);
+    for (size_t off : {size_t(0), size_t(12288), size_t(1) << 20, (size_t(64) << 20) + 12288}) {
+      uint4 *s2 = base, *d2 = base + (bytes + off) / 16;
+      printf("layout off %zu: memcpy %.0f  gs4 528 %.0f  pipe4 264 %.0f  pipe4 528 %.0f  pipe2 528 %.0f  bulk 32x6 %.0f  memcpy %.0f\n",
+             off, time([&] { cudaMemcpyAsync(d2, s2, bytes, cudaMemcpyDeviceToDevice); }),
+             time([&] { grid_stride<4, false><<<528, 256>>>(s2, d2, n); }),
+             time([&] { grid_stride_pipe<4><<<264, 256>>>(s2, d2, n); }),
+             time([&] { grid_stride_pipe<4><<<528, 256>>>(s2, d2, n); }),
+             time([&] { grid_stride_pipe<2><<<528, 256>>>(s2, d2, n); }),
+             time([&] { bulk<<<gb, 32, c.chunk * c.stages>>>(s2, d2, n, c); }),
+             time([&] { cudaMemcpyAsync(d2, s2, bytes, cudaMemcpyDeviceToDevice); }));
+    }
+    cudaMemset(d, 0, bytes);
+    grid_stride_pipe<4><<<264, 256>>>(s, d, n);
+    std::vector<unsigned char> back(1 << 20);
+    cudaMemcpy(back.data(), d + n - (1 << 16), back.size(), cudaMemcpyDeviceToHost);
+    printf("pipelined copy tail check: %s (%s)\n", back[0] == 1 && back.back() == 1 ? "copied" : "WRONG",
+           cudaGetErrorString(cudaGetLastError()));
+    return 0;
+  }
   // `copy_probe hints`: the hinted grid-stride copies against cudaMemcpy, in turns.
   if (argc > 1 && std::strcmp(argv[1], "hints") == 0) {
     for (int pass = 0; pass < 2; ++pass) {

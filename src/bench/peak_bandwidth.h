@@ -6,8 +6,8 @@
 // optimised away and checked against the closed-form sum so every byte was read), median of
 // several runs timed with CUDA events: the peak utilization is reported against. Then a copy of
 // one half of the buffer onto the other, done twice, run by run alternately: by cudaMemcpy
-// device-to-device, and by the tool's own copy kernel (bulk copies through shared memory on sm_90,
-// 16-byte loads and stores over every SM elsewhere; checked); both counted as (bytes read + bytes
+// device-to-device, and by the tool's own copy kernel (pipelined 16-byte loads and stores, one
+// block per SM; checked); both counted as (bytes read + bytes
 // written) / median time, the way the tool counts the bytes of a decode step. The two agreeing
 // validates that counting and timing.
 // CPU: the same over host memory: a threaded (OpenMP) sum of 8-byte words, and a threaded memcpy.

@@ -10,7 +10,6 @@
 #include "bench/peak_bandwidth.h"
 #include "bench/stats.h"
 #include "core/error.h"
-#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/cuda_check.h"
 
 namespace fuselm::bench {
@@ -63,112 +62,38 @@ __global__ void __launch_bounds__(kThreads) read_sum_kernel(const uint4* __restr
   }
 }
 
-// The tool's own copy: the same access pattern as the read kernel (grid-stride, kUnroll
-// independent 16-byte loads in flight per thread), each load stored straight back out. Both sides
-// are touched once: streaming (evict-first) loads and stores keep L2 from holding either.
+// The tool's own copy: grid-stride 16-byte loads and stores, software-pipelined so a thread's next
+// kCopyUnroll loads are issued before its current ones are stored, and the load queue never runs
+// dry while stores drain. One block of kThreads per SM: on the H200 this was the fastest of the
+// SM copies, TMA bulk copies and cache hints tried (bench/lab/copy_probe.cu, bench/results/README.md).
+constexpr int kCopyUnroll = 8;
+
 __global__ void __launch_bounds__(kThreads) copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst,
                                                        size_t n_vec) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + (kUnroll - 1) * stride < n_vec; i += kUnroll * stride) {
-    uint4 v[kUnroll];
+  bool full = i + (kCopyUnroll - 1) * stride < n_vec;  // a whole iteration's vectors exist
+  uint4 current[kCopyUnroll];
+  if (full) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = __ldcs(src + i + u * stride);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) __stcs(dst + i + u * stride, v[u]);
+    for (int u = 0; u < kCopyUnroll; ++u) current[u] = src[i + u * stride];
   }
-  for (; i < n_vec; i += stride) __stcs(dst + i, __ldcs(src + i));
-}
-
-// On sm_90 the copy goes through Hopper's bulk-copy engine (TMA, non-tensor): whole chunks move
-// without passing through registers, so one thread per SM keeps the copy in flight. Each block
-// grid-strides over kBulkChunkBytes chunks through a ring of kBulkStages shared-memory stages; one
-// thread issues everything. Chunk k goes global -> stage k % kBulkStages (completing on that
-// stage's mbarrier), then stage -> global as one bulk group. Up to kBulkStoresInFlight stores may
-// still be reading their stages while the other stages hold loads in flight.
-constexpr int kBulkChunkBytes = 32 * 1024;
-constexpr int kBulkStages = 6;
-constexpr int kBulkStoresInFlight = 2;
-constexpr int kBulkLoadsInFlight = kBulkStages - kBulkStoresInFlight;
-constexpr int kBulkSmemBytes = kBulkStages * kBulkChunkBytes;
-constexpr int kBulkThreads = 32;  // one warp, of which one thread works: the engine does the moving
-static_assert(kBulkStoresInFlight >= 1 && kBulkLoadsInFlight >= 1,
-              "a stage is reloaded only after an earlier wait on its previous load");
-static_assert(kBulkChunkBytes % 16 == 0, "bulk copies move multiples of 16 bytes");
-static_assert(kBulkChunkBytes < (1 << 20), "an mbarrier phase counts fewer than 2^20 transaction bytes");
-
-// Launched only where bulk_copy_supported() says the sm_90 body is what runs.
-__global__ void __launch_bounds__(kBulkThreads) bulk_copy_kernel(const uint4* __restrict__ src,
-                                                                 uint4* __restrict__ dst, size_t n_vec) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  extern __shared__ __align__(128) unsigned char stage_memory[];
-  __shared__ uint64_t stage_loaded[kBulkStages];
-  if (threadIdx.x != 0) return;
-
-  const size_t total_bytes = n_vec * sizeof(uint4);
-  const size_t n_chunks = (total_bytes + kBulkChunkBytes - 1) / kBulkChunkBytes;
-  if (blockIdx.x >= n_chunks) return;
-  // This block's chunks are blockIdx.x + k * gridDim.x for k < my_chunks.
-  const size_t my_chunks = (n_chunks - blockIdx.x + gridDim.x - 1) / gridDim.x;
-
-  for (int s = 0; s < kBulkStages; ++s) mbar_init(&stage_loaded[s], 1);
-  mbar_init_fence();
-  fence_proxy_async();  // the bulk copies complete on the barriers through the async proxy
-
-  const auto* src_bytes = reinterpret_cast<const unsigned char*>(src);
-  auto* dst_bytes = reinterpret_cast<unsigned char*>(dst);
-  auto chunk_offset = [&](size_t k) { return (blockIdx.x + k * gridDim.x) * size_t{kBulkChunkBytes}; };
-  // The last chunk of the buffer may be short; it is still whole 16-byte vectors.
-  auto chunk_bytes = [&](size_t offset) {
-    const size_t left = total_bytes - offset;
-    return static_cast<uint32_t>(left < size_t{kBulkChunkBytes} ? left : size_t{kBulkChunkBytes});
-  };
-  auto stage_of = [&](size_t k) { return stage_memory + (k % kBulkStages) * kBulkChunkBytes; };
-  auto load_chunk = [&](size_t k) {
-    const size_t offset = chunk_offset(k);
-    const uint32_t bytes = chunk_bytes(offset);
-    uint64_t* bar = &stage_loaded[k % kBulkStages];
-    mbar_arrive_expect_tx(bar, bytes);
-    bulk_copy_to_shared(stage_of(k), src_bytes + offset, bytes, bar);
-  };
-
-  const size_t prologue = my_chunks < size_t{kBulkLoadsInFlight} ? my_chunks : size_t{kBulkLoadsInFlight};
-  for (size_t k = 0; k < prologue; ++k) load_chunk(k);
-  for (size_t k = 0; k < my_chunks; ++k) {
-    // Chunk k is the (k / kBulkStages)-th load into its stage: that phase's parity.
-    mbar_wait(&stage_loaded[k % kBulkStages], static_cast<uint32_t>((k / kBulkStages) & 1));
-    // Order the load's completion, seen through the barrier, before the async proxy reads the stage.
-    fence_proxy_async();
-    const size_t offset = chunk_offset(k);
-    bulk_store_to_global(dst_bytes + offset, stage_of(k), chunk_bytes(offset));
-    bulk_commit_group();
-    // The next load goes into the stage store k - kBulkStoresInFlight read from: wait until that
-    // store (and every older one) has finished reading, leaving the newer ones in flight.
-    const size_t next = k + kBulkLoadsInFlight;
-    if (next < my_chunks) {
-      bulk_wait_group_read<kBulkStoresInFlight>();
-      load_chunk(next);
+  while (full) {
+    const size_t next = i + kCopyUnroll * stride;
+    const bool next_full = next + (kCopyUnroll - 1) * stride < n_vec;
+    uint4 ahead[kCopyUnroll];
+    if (next_full) {
+#pragma unroll
+      for (int u = 0; u < kCopyUnroll; ++u) ahead[u] = src[next + u * stride];
     }
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) dst[i + u * stride] = current[u];
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) current[u] = ahead[u];
+    i = next;
+    full = next_full;
   }
-  // Shared memory goes away with the block: no store may still be reading it, nor be unfinished.
-  bulk_wait_group_all();
-#else
-  (void)src;
-  (void)dst;
-  (void)n_vec;
-#endif
-}
-
-// The bulk kernel runs only as sm_90+ machine code compiled from sm_90+ source: a device of major
-// 9 or more running the sm_90a binary. Elsewhere (an older GPU, or a newer one that can only JIT
-// the compute_80 PTX, whose bulk kernel is empty) the SM copy kernel is used.
-bool bulk_copy_supported(int device) {
-  int major = 0;
-  FUSELM_CUDA_THROW(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  if (major < 9) return false;
-  cudaFuncAttributes attr{};
-  FUSELM_CUDA_THROW(cudaFuncGetAttributes(&attr, bulk_copy_kernel));
-  return attr.binaryVersion >= 90 && attr.ptxVersion >= 90;
+  for (; i < n_vec; i += stride) dst[i] = src[i];  // the last, partial iteration
 }
 
 // Frees on scope exit; destructors run during unwinding, so a failed free there is ignored
@@ -373,24 +298,12 @@ BandwidthPeak measure_cuda_peak(size_t bytes, int runs) {
   // buffers, alternating run by run (ABBA) so clock drift falls on both alike.
   const size_t half = buffer_bytes / 2;
   const size_t half_vec = n_vec / 2;
-  const bool use_bulk_copy = bulk_copy_supported(device);
-  int copy_blocks_per_sm = 0;
-  if (use_bulk_copy) {
-    FUSELM_CUDA_THROW(
-        cudaFuncSetAttribute(bulk_copy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBulkSmemBytes));
-    FUSELM_CUDA_THROW(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&copy_blocks_per_sm, bulk_copy_kernel,
-                                                                    kBulkThreads, kBulkSmemBytes));
-  } else {
-    FUSELM_CUDA_THROW(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&copy_blocks_per_sm, copy_kernel, kThreads, 0));
-  }
-  FUSELM_CHECK(copy_blocks_per_sm > 0, "peak bandwidth: the copy kernel cannot be resident on this GPU");
-  const int copy_grid = sm_count * copy_blocks_per_sm;
+  const int copy_grid = sm_count;
   char* base = static_cast<char*>(buffer.ptr);
   const auto* src = data;
   auto* dst = data + half_vec;
   auto launch_copy_kernel = [&] {
-    if (use_bulk_copy) bulk_copy_kernel<<<copy_grid, kBulkThreads, kBulkSmemBytes>>>(src, dst, half_vec);
-    else copy_kernel<<<copy_grid, kThreads>>>(src, dst, half_vec);
+    copy_kernel<<<copy_grid, kThreads>>>(src, dst, half_vec);
     FUSELM_CUDA_THROW(cudaGetLastError());
   };
 
@@ -415,12 +328,8 @@ BandwidthPeak measure_cuda_peak(size_t bytes, int runs) {
   peak.copy_method = str_cat("cudaMemcpy device-to-device of ", half, " bytes, counted read + written, CUDA events, "
                              "median of ", runs, " runs after 2 warm-ups, alternating with the copy kernel");
   const std::string copy_kernel_how =
-      use_bulk_copy
-          ? str_cat("bulk-copy (TMA) global -> shared -> global of ", half, " bytes in ", kBulkChunkBytes / 1024,
-                    " KiB chunks (", copy_grid, " blocks, one issuing thread each, ", kBulkStages,
-                    " shared-memory stages, ", kBulkLoadsInFlight, " loads in flight)")
-          : str_cat("grid-stride 16-byte loads and stores of ", half, " bytes (", copy_grid, " blocks x ", kThreads,
-                    " threads, ", kUnroll, " loads in flight per thread)");
+      str_cat("grid-stride 16-byte loads and stores of ", half, " bytes (", copy_grid, " blocks x ", kThreads,
+              " threads, ", kCopyUnroll, " loads per thread issued ahead of the previous ", kCopyUnroll, " stores)");
   peak.copy_kernel_method = str_cat("copy kernel: ", copy_kernel_how, ", counted read + written, CUDA events, median of ",
                                     runs, " runs after 2 warm-ups, alternating with cudaMemcpy");
   for (int run = -2; run < runs; ++run) {
