@@ -28,6 +28,7 @@
 #include "kernels/cuda/attention.h"
 #include "gpu/attention_test_util.h"
 #include "kernels/cuda/attention_variants.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace fuselm {
 namespace {
@@ -71,6 +72,13 @@ using attention_detail::PrefillVariant;
 const std::vector<PrefillVariant> kPrefillVariants{{16, 64}, {32, 64}, {32, 32}};
 // Stage counts, and grids of 1, 3 and 7 CTAs that each take many splits (one wave by default): same bits.
 const std::vector<DecodeVariant> kDecodeVariants{{2}, {3}, {4}, {2, 1}, {4, 3}, {3, 7}};
+
+// CTAs per split: one, and where the GPU has clusters 2 and 8 (the bits depend on it; every one is
+// checked against the reference, and the variants above against each other at each).
+std::vector<int> decode_cluster_ranks() {
+  if (!clusters_supported()) return {1};
+  return {1, 2, 8};
+}
 
 std::string variant_str(const PrefillVariant& v) {
   return "rows_per_warp=" + std::to_string(v.rows_per_warp) + " keys_per_tile=" + std::to_string(v.keys_per_tile);
@@ -231,11 +239,12 @@ std::string decode_case_name(const testing::TestParamInfo<DecodeCase>& info) {
 }
 
 void check_decode(DType dtype, int head_dim, int n_kv_heads, int group, int block_size, int split_tokens,
-                  const std::vector<int>& lens, std::mt19937& rng) {
+                  const std::vector<int>& lens, std::mt19937& rng, int ranks) {
   const int n_heads = n_kv_heads * group;
   const AttentionShape shape{n_heads, n_kv_heads, head_dim, 1.0f / std::sqrt(static_cast<float>(head_dim))};
   const int max_len = *std::max_element(lens.begin(), lens.end());
-  const DecodeAttentionPlan plan{split_tokens, (max_len + split_tokens - 1) / split_tokens};
+  DecodeAttentionPlan plan{split_tokens, (max_len + split_tokens - 1) / split_tokens};
+  plan.cluster_ranks = ranks;
   std::vector<SeqKv> seqs;
   std::vector<const SeqKv*> ptrs;
   for (int len : lens) seqs.push_back(random_seq_kv(dtype, len, n_kv_heads, head_dim, rng));
@@ -249,7 +258,8 @@ void check_decode(DType dtype, int head_dim, int n_kv_heads, int group, int bloc
     // Every variant adds the same numbers in the same order: the bits may not change.
     EXPECT_TRUE(outs.back() == outs.front())
         << "stages " << variant.stages << ", ctas " << variant.ctas << " differ bitwise from stages "
-        << kDecodeVariants.front().stages << " (batch " << lens.size() << ", split " << split_tokens << ")";
+        << kDecodeVariants.front().stages << " (batch " << lens.size() << ", split " << split_tokens << ", ranks "
+        << ranks << ")";
   }
   for (size_t b = 0; b < lens.size(); ++b) {
     const std::vector<uint16_t> q_b(q.begin() + b * row, q.begin() + (b + 1) * row);
@@ -259,7 +269,7 @@ void check_decode(DType dtype, int head_dim, int n_kv_heads, int group, int bloc
       expect_close(dtype, got, ref,
                    "batch " + std::to_string(lens.size()) + ", sequence " + std::to_string(b) +
                        " (kv_len=" + std::to_string(lens[b]) + ", block_size=" + std::to_string(block_size) +
-                       ", split_tokens=" + std::to_string(split_tokens) +
+                       ", split_tokens=" + std::to_string(split_tokens) + ", ranks=" + std::to_string(ranks) +
                        ", stages=" + std::to_string(kDecodeVariants[v].stages) +
                        ", ctas=" + std::to_string(kDecodeVariants[v].ctas) + ")");
     }
@@ -278,14 +288,17 @@ TEST(AttentionDecode, EmptyAndInconsistentLengths) {
   for (int len : {40, 20, 70, 20}) seqs.push_back(random_seq_kv(dtype, len, n_kv_heads, head_dim, rng));
   const std::vector<const SeqKv*> ptrs{&seqs[0], &seqs[1], &seqs[2], &seqs[3]};
   // Split 32, 3 slots: 70 tokens fit the tables (5 blocks of 16), 97 would not.
-  const DecodeAttentionPlan plan{32, 3};
   const std::vector<int32_t> lens{40, 0, 70, 97};
   const size_t row = static_cast<size_t>(n_heads) * head_dim;
   const std::vector<uint16_t> q = random_bits(dtype, 4 * row, 3.0f, rng);
+  for (int ranks : decode_cluster_ranks())
   for (const DecodeVariant& variant : kDecodeVariants) {
+    DecodeAttentionPlan plan{32, 3};
+    plan.cluster_ranks = ranks;
     const std::vector<uint16_t> out = run_decode(dtype, shape, 16, plan, ptrs, q, rng, &variant, &lens);
     ASSERT_EQ(out.size(), q.size());
-    const std::string what = "stages " + std::to_string(variant.stages) + ", ctas " + std::to_string(variant.ctas);
+    const std::string what = "stages " + std::to_string(variant.stages) + ", ctas " + std::to_string(variant.ctas) +
+                             ", ranks " + std::to_string(ranks);
     for (size_t i = row; i < 2 * row; ++i) ASSERT_EQ(from_bits(dtype, out[i]), 0.0f) << what << ", kv_len 0";
     for (size_t i = 3 * row; i < 4 * row; ++i) ASSERT_TRUE(std::isnan(from_bits(dtype, out[i]))) << what << ", kv_len 97";
     for (int b : {0, 2}) {
@@ -316,10 +329,11 @@ TEST_P(DecodeTest, RaggedBatchesMatchCpuReference) {
   struct Run {
     int batch, block_size, split_tokens;
   };
-  for (Run r : {Run{1, 16, 256}, Run{7, 32, 64}, Run{64, 16, 256}, Run{23, 32, 512}}) {
-    const std::vector<int> lens = ragged_lengths(r.batch, rng);
-    check_decode(c.dtype, c.head_dim, /*n_kv_heads=*/2, c.group, r.block_size, r.split_tokens, lens, rng);
-  }
+  for (int ranks : decode_cluster_ranks())
+    for (Run r : {Run{1, 16, 256}, Run{7, 32, 64}, Run{64, 16, 256}, Run{23, 32, 512}}) {
+      const std::vector<int> lens = ragged_lengths(r.batch, rng);
+      check_decode(c.dtype, c.head_dim, /*n_kv_heads=*/2, c.group, r.block_size, r.split_tokens, lens, rng, ranks);
+    }
 }
 
 std::vector<DecodeCase> all_decode_cases() {
@@ -351,20 +365,26 @@ TEST(AttentionDecode, OutputIsBitwiseIndependentOfBatch) {
     const std::vector<uint16_t> q = random_bits(dtype, lens.size() * row, 3.0f, rng);
     const std::vector<uint16_t> q_target(q.begin() + target * row, q.begin() + (target + 1) * row);
 
-    const std::vector<uint16_t> batched = run_decode(dtype, shape, 16, DecodeAttentionPlan{256, 8}, ptrs, q, rng);
-    const std::vector<uint16_t> alone =
-        run_decode(dtype, shape, 16, DecodeAttentionPlan{256, 7}, {&seqs[target]}, q_target, rng);
-    const std::vector<uint16_t> again =
-        run_decode(dtype, shape, 16, DecodeAttentionPlan{256, 12}, {&seqs[target]}, q_target, rng);
-    ASSERT_EQ(batched.size(), q.size());
-    ASSERT_EQ(alone.size(), row);
-    ASSERT_EQ(again.size(), row);
-    const std::vector<uint16_t> in_batch(batched.begin() + target * row, batched.begin() + (target + 1) * row);
-    EXPECT_EQ(alone, in_batch) << dtype_name(dtype) << ": decode output depends on the batch";
-    EXPECT_EQ(alone, again) << dtype_name(dtype) << ": decode output depends on max_splits_per_seq";
-    expect_close(dtype, alone,
-                 reference(dtype, q_target, seqs[target], 1, shape.n_heads, n_kv_heads, head_dim, shape.scale),
-                 "target sequence");
+    for (int ranks : decode_cluster_ranks()) {
+      auto plan = [&](int max_splits) {
+        DecodeAttentionPlan p{256, max_splits};
+        p.cluster_ranks = ranks;
+        return p;
+      };
+      const std::vector<uint16_t> batched = run_decode(dtype, shape, 16, plan(8), ptrs, q, rng);
+      const std::vector<uint16_t> alone = run_decode(dtype, shape, 16, plan(7), {&seqs[target]}, q_target, rng);
+      const std::vector<uint16_t> again = run_decode(dtype, shape, 16, plan(12), {&seqs[target]}, q_target, rng);
+      ASSERT_EQ(batched.size(), q.size());
+      ASSERT_EQ(alone.size(), row);
+      ASSERT_EQ(again.size(), row);
+      const std::string what = std::string(dtype_name(dtype)) + ", ranks " + std::to_string(ranks);
+      const std::vector<uint16_t> in_batch(batched.begin() + target * row, batched.begin() + (target + 1) * row);
+      EXPECT_EQ(alone, in_batch) << what << ": decode output depends on the batch";
+      EXPECT_EQ(alone, again) << what << ": decode output depends on max_splits_per_seq";
+      expect_close(dtype, alone,
+                   reference(dtype, q_target, seqs[target], 1, shape.n_heads, n_kv_heads, head_dim, shape.scale),
+                   "target sequence, " + what);
+    }
   }
 }
 
@@ -518,8 +538,10 @@ TEST(AttentionSmall, PrefillRaggedBatch) {
 TEST(AttentionSmall, DecodeRaggedBatch) {
   REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(8);
-  check_decode(DType::BF16, 128, 2, 4, 16, 32, {1, 17, 300, 64, 65}, rng);
-  check_decode(DType::F16, 64, 1, 8, 32, 64, {2, 129, 33}, rng);
+  for (int ranks : decode_cluster_ranks()) {
+    check_decode(DType::BF16, 128, 2, 4, 16, 32, {1, 17, 300, 64, 65}, rng, ranks);
+    check_decode(DType::F16, 64, 1, 8, 32, 64, {2, 129, 33}, rng, ranks);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -550,6 +572,10 @@ TEST(AttentionLauncher, RejectsUnsupportedShapesWithAClearMessage) {
   m = decode_attention(fake, fake, DType::BF16, shape, kv, fake_i, 1, DecodeAttentionPlan{40, 4}, fake, nullptr)
           .message();
   EXPECT_NE(m.find("split_tokens=40"), std::string::npos) << m;
+  DecodeAttentionPlan three_ranks{256, 4};
+  three_ranks.cluster_ranks = 3;
+  m = decode_attention(fake, fake, DType::BF16, shape, kv, fake_i, 1, three_ranks, fake, nullptr).message();
+  EXPECT_NE(m.find("cluster_ranks=3 (supported: 1, 2, 4, 8)"), std::string::npos) << m;
   kv.layout.n_kv_heads = 4;
   m = prefill_attention(fake, fake, DType::BF16, shape, kv, fake_i, fake_i, 1, 4, nullptr).message();
   EXPECT_NE(m.find("does not match"), std::string::npos) << m;

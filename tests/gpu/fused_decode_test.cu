@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cuda/fused_decode.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/mma_packing.h"
 #include "model/loader.h"
 #include "runtime/cpu_engine.h"
@@ -119,6 +120,7 @@ struct FusedFixture {
     }
     attention_plan.split_tokens = 32;
     attention_plan.max_splits_per_seq = (max_seq_len + 31) / 32;
+    attention_plan.cluster_ranks = clusters_supported() ? 8 : 1;  // as FusedDecoder runs it
     const FusedDecodeBufferSizes s = fused_decode_buffer_sizes(model, attention_plan);
     buffers.residual = static_cast<float*>(arena.alloc(s.residual));
     buffers.xg = arena.alloc(s.xg);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -16,12 +17,21 @@ struct Item {
 
 // The numbering the kernel relies on, written out: sequences in order, then splits, then head
 // groups (fastest); sequences that are empty or do not fit the plan have no items.
+// A split holds split_tokens keys with one CTA per split; with a cluster of `ranks` CTAs, each rank
+// takes ceil(len / ranks) keys rounded up to 16, at most split_tokens.
+int reference_split(int len, int split_tokens, int ranks) {
+  if (ranks == 1) return split_tokens;
+  const int per_rank = std::min(split_tokens, std::max(16, (len + ranks - 1) / ranks + 15) / 16 * 16);
+  return ranks * per_rank;
+}
+
 std::vector<Item> reference_items(const std::vector<int32_t>& lens, int groups, int64_t capacity, int split_tokens,
-                                  int max_splits) {
+                                  int max_splits, int ranks = 1) {
   std::vector<Item> items;
   for (int s = 0; s < static_cast<int>(lens.size()); ++s) {
     if (lens[s] <= 0 || lens[s] > capacity) continue;
-    const int splits = (lens[s] + split_tokens - 1) / split_tokens;
+    const int split = reference_split(lens[s], split_tokens, ranks);
+    const int splits = (lens[s] + split - 1) / split;
     if (splits > max_splits) continue;
     for (int split = 0; split < splits; ++split)
       for (int g = 0; g < groups; ++g) items.push_back({s, split, g});
@@ -30,15 +40,41 @@ std::vector<Item> reference_items(const std::vector<int32_t>& lens, int groups, 
 }
 
 TEST(DecodeItems, LengthsOutsideThePlanHaveNoSplits) {
-  EXPECT_EQ(decode_splits(0, 1024, 256, 4), 0);
-  EXPECT_EQ(decode_splits(1, 1024, 256, 4), 1);
-  EXPECT_EQ(decode_splits(256, 1024, 256, 4), 1);
-  EXPECT_EQ(decode_splits(257, 1024, 256, 4), 2);
-  EXPECT_EQ(decode_splits(1024, 1024, 256, 4), 4);
-  EXPECT_EQ(decode_splits(1025, 2048, 256, 4), 0);  // more splits than the workspace holds
-  EXPECT_EQ(decode_splits(1000, 999, 256, 8), 0);   // past the block table
-  EXPECT_FALSE(decode_length_ok(1025, 2048, 256, 4));
-  EXPECT_TRUE(decode_length_ok(1024, 1024, 256, 4));
+  const DecodeSplitRule rule{256, 1, 4};
+  EXPECT_EQ(decode_splits(0, 1024, rule), 0);
+  EXPECT_EQ(decode_splits(1, 1024, rule), 1);
+  EXPECT_EQ(decode_splits(256, 1024, rule), 1);
+  EXPECT_EQ(decode_splits(257, 1024, rule), 2);
+  EXPECT_EQ(decode_splits(1024, 1024, rule), 4);
+  EXPECT_EQ(decode_splits(1025, 2048, rule), 0);  // more splits than the workspace holds
+  EXPECT_EQ(decode_splits(1000, 999, DecodeSplitRule{256, 1, 8}), 0);   // past the block table
+  EXPECT_FALSE(decode_length_ok(1025, 2048, rule));
+  EXPECT_TRUE(decode_length_ok(1024, 1024, rule));
+}
+
+// With a cluster per split, a sequence of up to ranks * split_tokens tokens is one split whose ranks
+// share it evenly (16-key steps); a longer one is cut into splits of ranks * split_tokens. Never
+// more splits than one CTA per split would need, so the workspace sized for that serves both.
+TEST(DecodeItems, ClusterSplitsFollowTheSequencesLength) {
+  const DecodeSplitRule rule{256, 8, 16};
+  EXPECT_EQ(decode_rank_tokens(1, rule), 16);
+  EXPECT_EQ(decode_rank_tokens(128, rule), 16);
+  EXPECT_EQ(decode_rank_tokens(129, rule), 32);
+  EXPECT_EQ(decode_rank_tokens(512, rule), 64);
+  EXPECT_EQ(decode_rank_tokens(600, rule), 80);
+  EXPECT_EQ(decode_rank_tokens(2048, rule), 256);
+  EXPECT_EQ(decode_rank_tokens(2049, rule), 256);
+  EXPECT_EQ(decode_split_tokens(600, rule), 640);
+  EXPECT_EQ(decode_splits(600, 4096, rule), 1);
+  EXPECT_EQ(decode_splits(2048, 4096, rule), 1);
+  EXPECT_EQ(decode_splits(2049, 4096, rule), 2);
+  EXPECT_EQ(decode_splits(4096, 4096, rule), 2);
+  for (int len = 1; len <= 4096; ++len) {
+    ASSERT_LE(decode_splits(len, 4096, rule), (len + 255) / 256) << len;
+    ASSERT_GE(decode_split_tokens(len, rule) * decode_splits(len, 4096, rule), len) << len;
+    ASSERT_EQ(decode_split_tokens(len, rule), reference_split(len, 256, 8)) << len;
+  }
+  EXPECT_EQ(decode_splits(4097, 4096, rule), 0);  // past the block table
 }
 
 // Every item is found exactly once, in order, whether a CTA walks all of them or, as CTAs do,
@@ -47,27 +83,29 @@ TEST(DecodeItems, CursorFindsEveryItemInOrderWhateverTheStride) {
   std::mt19937 rng(3);
   const int64_t capacity = 4096;
   const int split_tokens = 256, max_splits = 12;
-  for (int trial = 0; trial < 50; ++trial) {
+  for (int trial = 0; trial < 100; ++trial) {
+    const int ranks = trial % 2 == 0 ? 1 : 1 << (rng() % 4);  // one CTA per split, or clusters of 1-8
+    const DecodeSplitRule rule{split_tokens, ranks, max_splits};
     const int batch = 1 + static_cast<int>(rng() % 20), groups = 1 + static_cast<int>(rng() % 9);
     std::vector<int32_t> lens(batch);
     for (int32_t& len : lens) {
       const int kind = static_cast<int>(rng() % 10);
       len = kind == 0 ? 0 : kind == 1 ? 3200 : 1 + static_cast<int32_t>(rng() % 3000);  // 3200: 13 splits, too many
     }
-    const std::vector<Item> want = reference_items(lens, groups, capacity, split_tokens, max_splits);
+    const std::vector<Item> want = reference_items(lens, groups, capacity, split_tokens, max_splits, ranks);
 
     DecodeItemCursor all;
-    all.start(lens.data(), capacity, split_tokens, max_splits);
+    all.start(lens.data(), capacity, rule);
     std::vector<Item> got;
-    for (int64_t item = 0; all.seek(item, lens.data(), batch, groups, capacity, split_tokens, max_splits); ++item)
+    for (int64_t item = 0; all.seek(item, lens.data(), batch, groups, capacity, rule); ++item)
       got.push_back({all.seq, all.split_of(item, groups), all.group_of(item, groups)});
     ASSERT_EQ(got.size(), want.size()) << "trial " << trial;
     EXPECT_TRUE(got == want) << "trial " << trial;
 
     DecodeItemCursor skipping;
-    skipping.start(lens.data(), capacity, split_tokens, max_splits);
+    skipping.start(lens.data(), capacity, rule);
     for (int64_t item = rng() % 5;
-         skipping.seek(item, lens.data(), batch, groups, capacity, split_tokens, max_splits);
+         skipping.seek(item, lens.data(), batch, groups, capacity, rule);
          item += 1 + rng() % 7) {
       ASSERT_LT(item, static_cast<int64_t>(want.size()));
       const Item at{skipping.seq, skipping.split_of(item, groups), skipping.group_of(item, groups)};
@@ -80,8 +118,9 @@ TEST(DecodeItems, CursorFindsEveryItemInOrderWhateverTheStride) {
 TEST(DecodeItems, NoItemsWhenNoSequenceFits) {
   const std::vector<int32_t> lens{0, 0, 5000};
   DecodeItemCursor c;
-  c.start(lens.data(), 4096, 256, 32);
-  EXPECT_FALSE(c.seek(0, lens.data(), 3, 8, 4096, 256, 32));
+  const DecodeSplitRule rule{256, 1, 32};
+  c.start(lens.data(), 4096, rule);
+  EXPECT_FALSE(c.seek(0, lens.data(), 3, 8, 4096, rule));
 }
 
 }  // namespace

@@ -42,14 +42,19 @@ Status prefill_attention(const void* q, void* out, DType dtype, const AttentionS
                          int batch, int max_q_len, cudaStream_t stream);
 
 // Split-KV decode: one new token per sequence. q, out: [batch, n_heads, head_dim];
-// kv_lens[b] (device) includes the new token. Each sequence's cache is cut into fixed chunks of
-// `split_tokens` tokens (a multiple of the block size); partial results go to `workspace`, and the
-// last CTA of each head group to finish merges them in split order, so results are bitwise
-// independent of the batch and of timing. One kernel launch.
+// kv_lens[b] (device) includes the new token. Each sequence's cache is cut into chunks of
+// `split_tokens` tokens (a multiple of the block size; with clusters, see cluster_ranks); partial
+// results go to `workspace`, and the last CTA of each head group to finish merges them in split
+// order, so results are bitwise independent of the batch and of timing. One kernel launch.
 // kv_lens[b] == 0 gives zeros. Requires kv_lens[b] <= max_splits_per_seq * split_tokens.
 struct DecodeAttentionPlan {
   int split_tokens = 256;       // fixed: never chosen from the batch
   int max_splits_per_seq = 0;   // ceil(max_seq_len / split_tokens)
+  // CTAs per split, in one thread-block cluster (sm_90 code; 1, 2, 4 or 8). With more than one, a
+  // split's ranks share its keys, split_tokens is the most keys a CTA takes, and a sequence of up
+  // to cluster_ranks * split_tokens tokens is one split merged inside its cluster
+  // (decode_items.h). The bits depend on it (on the sequence's length and this, never the batch).
+  int cluster_ranks = 1;
   // Launch with programmatic dependent launch (sm_90+; see pdl.cuh): the kernel waits for its
   // predecessor's results first and lets its successor start at once. Same results either way.
   bool pdl = false;

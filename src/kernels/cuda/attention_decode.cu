@@ -13,15 +13,23 @@
 //    workspace, merges the group's splits in split order and writes the output: whichever CTA it
 //    is, the merge reads the same partials in the same order, so the bits do not depend on timing.
 //    This spares a combine kernel per layer (its launch and its wait for the split kernel).
+// 3. With thread-block clusters (sm_90), a split is an item of a whole cluster: each CTA (rank)
+//    attends its own stretch of the split's keys, and the ranks' states are merged in rank order
+//    through distributed shared memory. A split's length follows its sequence's (decode_items.h):
+//    a sequence of up to ranks * split_tokens tokens is one split, written straight to the output
+//    with no partial, fence, counter or re-read, and a short sequence still spreads over `ranks`
+//    SMs per head group, each with all of its keys loaded before the wait for the QKV projection.
 //
 // Decode is memory-bound (each K/V byte feeds group * 4 FLOPs), so tensor cores are used for
 // their issue economy, not their rate: one mma replaces the 16-lane shuffle reductions a
 // CUDA-core dot product would need per (token, head).
 #include <algorithm>
+#include <atomic>
 
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_generic.cuh"
 #include "kernels/cuda/attention_variants.h"
+#include "kernels/cuda/cluster.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/decode_items.h"
 #include "kernels/cuda/pdl.cuh"
@@ -51,6 +59,8 @@ DecodeWorkspaceLayout decode_workspace_layout(const AttentionShape& shape, const
 
 namespace {
 
+constexpr int kMaxClusterRanks = 8;  // the portable cluster size
+
 template <int HEAD_DIM, int STAGES>
 struct DecodeConfig {
   static constexpr int kWarps = 4;
@@ -63,8 +73,12 @@ struct DecodeConfig {
   // by 4 floats so that the quads of a warp land on different banks.
   static constexpr int kMergeStride = HEAD_DIM + 4;
   static constexpr int kMergeBytes = (kWarps * kRows * kMergeStride + kWarps * kRows * 2) * 4;
+  // A cluster's ranks read each other's merged state (o unnormalised, then max and sum per row),
+  // placed after the merge area.
+  static constexpr int kRankStateBytes = (kRows * HEAD_DIM + kRows * 2) * 4;
   static constexpr int kSmemBytes = kQTileBytes + 2 * STAGES * kKvTileBytes;
-  static_assert(kMergeBytes <= 2 * STAGES * kKvTileBytes, "the merge area must fit in the K/V stages");
+  static_assert(kMergeBytes + kRankStateBytes <= 2 * STAGES * kKvTileBytes,
+                "the merge area and the rank state must fit in the K/V stages");
 };
 
 template <class T, int HEAD_DIM, int STAGES>
@@ -73,7 +87,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
                         const uint16_t* __restrict__ v_pool, PagedKvLayout layout,
                         const int32_t* __restrict__ block_tables, int max_blocks_per_seq,
                         const int32_t* __restrict__ kv_lens, int batch, int n_heads, int group, int head_tiles,
-                        int n_groups, int split_tokens, int max_splits, float scale_log2, DecodeWorkspaceLayout ws_layout,
+                        int n_groups, DecodeSplitRule rule, float scale_log2, DecodeWorkspaceLayout ws_layout,
                         uint8_t* __restrict__ workspace, uint16_t* __restrict__ out, KernelTrace* trace) {
   using Cfg = DecodeConfig<HEAD_DIM, STAGES>;
   constexpr int kChunks = HEAD_DIM / 8;
@@ -93,31 +107,36 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   auto k_tile = [&](int stage) { return q_tile + Cfg::kQTileBytes + stage * 2 * Cfg::kKvTileBytes; };
   auto v_tile = [&](int stage) { return k_tile(stage) + Cfg::kKvTileBytes; };
 
-  // The grid is one wave of CTAs, fixed when a graph is captured, while the items follow the
-  // sequences' lengths: CTA x takes item x, then claims the next unclaimed item from a counter
-  // while it works on the current one (the same work per item whoever does it). So no CTA is
-  // launched for nothing, a long sequence's splits spread over the GPU, and CTAs that finish
-  // early take more items (taking every gridDim.x-th item instead was 6-35% slower at batch 8-256
-  // with 1k-8k tokens: docs/kernels/attention.md).
+  // The grid is one wave of CTAs (of clusters, with ranks > 1), fixed when a graph is captured,
+  // while the items follow the sequences' lengths: CTA (cluster) x takes item x, then claims the
+  // next unclaimed item from a counter while it works on the current one (the same work per item
+  // whoever does it). So no CTA is launched for nothing, a long sequence's splits spread over the
+  // GPU, and CTAs that finish early take more items (taking every gridDim.x-th item instead was
+  // 6-35% slower at batch 8-256 with 1k-8k tokens: docs/kernels/attention.md).
   // The lengths and block tables are step inputs the host wrote before the step, and every cached
   // position but the newest was written by earlier steps: only q and the newest K/V row come from
   // the previous kernel (the QKV projection). So the first item's K/V prologue is issued before
   // waiting for it, and overlaps its tail; q and the newest row follow the wait.
-  int* next_unclaimed = reinterpret_cast<int*>(workspace);  // items past the first gridDim.x
+  const int ranks = rule.ranks;  // the cluster size: CTAs per item
+  const int rank = static_cast<int>(blockIdx.x) % ranks;
+  const int64_t units = gridDim.x / ranks;  // CTAs, or clusters, that take items
+  const int64_t unit = blockIdx.x / ranks;
+  int* next_unclaimed = reinterpret_cast<int*>(workspace);  // items past the first `units`
   int* ctas_done = next_unclaimed + 1;
   uint8_t* records = workspace + DecodeWorkspaceLayout::kHeaderBytes;
-  __shared__ int64_t claimed;
+  __shared__ int64_t claimed;  // in rank 0: the cluster's next item
   constexpr int kMaxSplitBlocks = 64;
   __shared__ int32_t split_blocks[kMaxSplitBlocks];
   DecodeItemCursor cursor;
-  if (batch > 0) cursor.start(kv_lens, capacity, split_tokens, max_splits);
+  if (batch > 0) cursor.start(kv_lens, capacity, rule);
   bool waited = false;
-  for (int64_t item = blockIdx.x; cursor.seek(item, kv_lens, batch, n_groups, capacity, split_tokens, max_splits);
-       item = claimed) {
+  int64_t next_item = 0;
+  for (int64_t item = unit; cursor.seek(item, kv_lens, batch, n_groups, capacity, rule); item = next_item) {
     // The barrier: the previous item's shared-memory reads (and of `claimed`) are done. Claims
-    // only grow, so a CTA's items come in increasing order, as the cursor needs.
-    if (item != blockIdx.x) __syncthreads();
-    if (tid == 0) claimed = gridDim.x + static_cast<int64_t>(atomicAdd(next_unclaimed, 1));
+    // only grow, so a CTA's items come in increasing order, as the cursor needs. (With clusters the
+    // previous item ended at a cluster barrier.)
+    if (item != unit && ranks == 1) __syncthreads();
+    if (tid == 0 && rank == 0) claimed = units + static_cast<int64_t>(atomicAdd(next_unclaimed, 1));
     const int seq = cursor.seq, kv_len = cursor.kv_len, n_splits = cursor.n_splits;
     const int group_index = cursor.group_of(item, n_groups);
     const int split = cursor.split_of(item, n_groups);
@@ -131,14 +150,17 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     const int32_t* block_table = block_tables + static_cast<int64_t>(seq) * max_blocks_per_seq;
     const int newest = kv_len - 1;
 
-    const int split_begin = split * split_tokens;
-    const int split_end = min(kv_len, split_begin + split_tokens);
-    const int n_steps = (split_end - split_begin + Cfg::kKeys - 1) / Cfg::kKeys;
+    // This CTA's keys: the split's, or with clusters its rank's stretch of them (possibly none,
+    // when a short sequence leaves the last ranks without keys).
+    const int rank_tokens = decode_rank_tokens(kv_len, rule);
+    const int split_begin = (split * ranks + rank) * rank_tokens;
+    const int split_end = min(kv_len, split_begin + rank_tokens);
+    const int n_steps = split_begin < split_end ? (split_end - split_begin + Cfg::kKeys - 1) / Cfg::kKeys : 0;
     // The split's stretch of the block table, read once into shared memory: read from global
     // memory, each tile row's lookup was a round trip between 16-byte copies (the copies' memory
     // clobber keeps the compiler from batching them), and made the K/V issue the item's tail.
     const int first_block = split_begin >> block_shift;
-    const int n_blocks = ((split_end - 1) >> block_shift) - first_block + 1;
+    const int n_blocks = n_steps > 0 ? ((split_end - 1) >> block_shift) - first_block + 1 : 0;
     const bool local_blocks = n_blocks <= kMaxSplitBlocks;
     if (local_blocks) {
       for (int i = tid; i < n_blocks; i += Cfg::kThreads) split_blocks[i] = block_table[first_block + i];
@@ -225,6 +247,8 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     if (tid == 0) trace_mark(trace, 1);  // the key loop is done
     float* merge_o = reinterpret_cast<float*>(smem + Cfg::kQTileBytes);           // [warp][row][kMergeStride]
     float* merge_stats = merge_o + Cfg::kWarps * Cfg::kRows * Cfg::kMergeStride;  // [warp][row][max, sum]
+    float* rank_o = merge_stats + Cfg::kWarps * Cfg::kRows * 2;                   // [row][HEAD_DIM]
+    float* rank_stats = rank_o + Cfg::kRows * HEAD_DIM;                           // [row][max, sum]
     #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = lane / 4 + 8 * r;
@@ -244,6 +268,11 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       const int row = idx / kQuads;
       const int d = (idx % kQuads) * 4;
       if (row >= n_rows) continue;
+      if (n_steps == 0) {  // a rank without keys: weight 0 in the cluster's merge
+        *reinterpret_cast<float4*>(rank_o + row * HEAD_DIM + d) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (d == 0) rank_stats[row * 2] = -INFINITY, rank_stats[row * 2 + 1] = 0.0f;
+        continue;
+      }
       // Warp 0 always holds the split's first key, so the merged max is finite.
       float merged_max = -INFINITY;
       #pragma unroll
@@ -261,18 +290,83 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
         acc.z += o.z * weight;
         acc.w += o.w * weight;
       }
+      if (ranks > 1) {  // unnormalised, for the cluster's merge
+        *reinterpret_cast<float4*>(rank_o + row * HEAD_DIM + d) = acc;
+        if (d == 0) rank_stats[row * 2] = merged_max, rank_stats[row * 2 + 1] = sum;
+        continue;
+      }
       const float inv_sum = 1.0f / sum;
-      const int64_t slot = static_cast<int64_t>(head0 + row) * max_splits + split;
+      const int64_t slot = static_cast<int64_t>(head0 + row) * rule.max_splits + split;
       *reinterpret_cast<float4*>(out_all + slot * HEAD_DIM + d) =
           make_float4(acc.x * inv_sum, acc.y * inv_sum, acc.z * inv_sum, acc.w * inv_sum);
       if (d == 0) lse_all[slot] = merged_max + log2f(sum);
     }
 
-    // Each split counts itself in for its head group; the CTA that brings the count to n_splits
-    // merges the group. Every thread fences its own partial writes before the count, and the
-    // merging CTA reads the partials from L2.
-    __threadfence();
-    __syncthreads();
+    uint16_t* group_out = out + (static_cast<int64_t>(seq) * n_heads + head0) * HEAD_DIM;
+    if (ranks > 1) {
+      // The cluster's merge: every rank's state is visible after the barrier; the ranks share the
+      // (row, 4 columns) units and each adds the ranks' states in rank order, so the bits depend
+      // on the split alone. A sequence of one split is done here; otherwise this is the split's
+      // partial, counted as below.
+      cluster_barrier();
+      next_item = *cluster_peer(&claimed, 0);
+      for (int idx = rank * Cfg::kThreads + tid; idx < n_rows * kQuads; idx += ranks * Cfg::kThreads) {
+        const int row = idx / kQuads;
+        const int d = (idx % kQuads) * 4;
+        // All the ranks' loads are issued before their uses (unrolled to the largest cluster).
+        // Rank 0 always has the split's first key, so the merged max is finite.
+        float rank_max[kMaxClusterRanks], rank_sum[kMaxClusterRanks];
+        float4 o[kMaxClusterRanks];
+        #pragma unroll
+        for (int r = 0; r < kMaxClusterRanks; ++r) {
+          if (r >= ranks) break;
+          const float* stats = cluster_peer(rank_stats, r);
+          rank_max[r] = stats[row * 2];
+          rank_sum[r] = stats[row * 2 + 1];
+          o[r] = *reinterpret_cast<const float4*>(cluster_peer(rank_o, r) + row * HEAD_DIM + d);
+        }
+        float merged_max = -INFINITY;
+        #pragma unroll
+        for (int r = 0; r < kMaxClusterRanks; ++r)
+          if (r < ranks) merged_max = fmaxf(merged_max, rank_max[r]);
+        float sum = 0.0f;
+        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        #pragma unroll
+        for (int r = 0; r < kMaxClusterRanks; ++r) {
+          if (r >= ranks) break;
+          // A rank without keys has max -inf, sum 0 and o 0: weight 0.
+          const float weight = exp2f(rank_max[r] - merged_max);
+          sum += rank_sum[r] * weight;
+          acc.x += o[r].x * weight;
+          acc.y += o[r].y * weight;
+          acc.z += o[r].z * weight;
+          acc.w += o[r].w * weight;
+        }
+        const float inv_sum = 1.0f / sum;
+        if (n_splits == 1) {
+          *reinterpret_cast<uint2*>(group_out + row * HEAD_DIM + d) = make_uint2(
+              Mma<T>::pack(acc.x * inv_sum, acc.y * inv_sum), Mma<T>::pack(acc.z * inv_sum, acc.w * inv_sum));
+          continue;
+        }
+        const int64_t slot = static_cast<int64_t>(head0 + row) * rule.max_splits + split;
+        *reinterpret_cast<float4*>(out_all + slot * HEAD_DIM + d) =
+            make_float4(acc.x * inv_sum, acc.y * inv_sum, acc.z * inv_sum, acc.w * inv_sum);
+        if (d == 0) lse_all[slot] = merged_max + log2f(sum);
+      }
+      if (n_splits > 1) __threadfence();
+      // No rank leaves (and reuses its shared memory) while another may still read it.
+      cluster_barrier();
+      if (tid == 0) trace_mark(trace, 2);  // the split's output (or partial) is written
+      if (n_splits == 1 || rank != 0) continue;
+      // Rank 0 counts the split in, as a lone CTA does below (every rank fenced its partial writes
+      // before the barrier).
+    } else {
+      // Each split counts itself in for its head group. Every thread fences its own partial
+      // writes before the count, and the merging CTA reads the partials from L2.
+      __threadfence();
+      __syncthreads();
+      next_item = claimed;
+    }
     if (tid == 0) {
       int* counter = reinterpret_cast<int*>(record) + group_index;
       const int before = n_splits == 1 ? 0 : atomicAdd(counter, 1);
@@ -285,12 +379,11 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     if (!merges) continue;
 
     // out = sum_s 2^lse_s * partial_s / sum_s 2^lse_s over the splits, in split order.
-    uint16_t* group_out = out + (static_cast<int64_t>(seq) * n_heads + head0) * HEAD_DIM;
     for (int idx = tid; idx < n_rows * kQuads; idx += Cfg::kThreads) {
       const int row = idx / kQuads;
       const int d = (idx % kQuads) * 4;
-      const float* lse = lse_all + static_cast<int64_t>(head0 + row) * max_splits;
-      const float* part = out_all + static_cast<int64_t>(head0 + row) * max_splits * HEAD_DIM + d;
+      const float* lse = lse_all + static_cast<int64_t>(head0 + row) * rule.max_splits;
+      const float* part = out_all + static_cast<int64_t>(head0 + row) * rule.max_splits * HEAD_DIM + d;
       // In chunks of kChunk splits whose loads are issued together (a loop with a use after each
       // load waits a round trip per split); the max and the sums still run in split order.
       constexpr int kChunk = 4;
@@ -335,7 +428,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   // allows NaN. Written after the wait (an earlier kernel may still read `out`).
   for (int seq = blockIdx.x; seq < batch; seq += gridDim.x) {
     const int kv_len = kv_lens[seq];
-    if (decode_splits(kv_len, capacity, split_tokens, max_splits) > 0) continue;
+    if (decode_splits(kv_len, capacity, rule) > 0) continue;
     if (!waited) {
       wait_for_previous_grid();
       waited = true;
@@ -389,6 +482,12 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
   if (plan.max_splits_per_seq <= 0)
     return Status::error(str_cat("decode_attention: max_splits_per_seq=", plan.max_splits_per_seq,
                                  " must be > 0 (ceil(max_seq_len / split_tokens))"));
+  const int ranks = plan.cluster_ranks;
+  if (ranks != 1 && ranks != 2 && ranks != 4 && ranks != kMaxClusterRanks)
+    return Status::error(str_cat("decode_attention: cluster_ranks=", ranks, " (supported: 1, 2, 4, 8)"));
+  if (ranks > 1 && !clusters_supported())
+    return Status::error(str_cat("decode_attention: cluster_ranks=", ranks,
+                                 " needs thread-block clusters (sm_90 code on an sm_90+ GPU); use 1 here"));
   if (batch == 0) return Status();
   if (!kv_lens) return Status::error("decode_attention: kv_lens must be set");
   if (!workspace || reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
@@ -411,26 +510,49 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
         auto split_kernel = decode_split_kernel<T, kHeadDim, kStages>;
         FUSELM_CUDA_RETURN(
             cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
-        // One wave: the CTAs that fit on the GPU at once, queried once per kernel instance (a
-        // failed query gives one CTA per SM).
-        static const int wave_ctas = [&] {
-          int device = 0, sms = 0, per_sm = 0;
+        // One wave: the CTAs (clusters) that fit on the GPU at once, queried once per kernel
+        // instance and cluster size (a failed query gives one CTA per SM, one cluster per ranks SMs).
+        static std::atomic<int> wave_units[kMaxClusterRanks + 1] = {};
+        int wave = wave_units[ranks].load(std::memory_order_relaxed);
+        if (wave == 0) {
+          int device = 0, sms = 132, per_sm = 0;
           if (cudaGetDevice(&device) != cudaSuccess ||
               cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-            return 132;
-          if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, split_kernel, Cfg::kThreads, Cfg::kSmemBytes) !=
-              cudaSuccess)
-            per_sm = 1;
-          return std::max(1, sms * std::max(1, per_sm));
-        }();
+            sms = 132;
+          if (ranks == 1) {
+            if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, split_kernel, Cfg::kThreads, Cfg::kSmemBytes) !=
+                cudaSuccess)
+              per_sm = 1;
+            wave = std::max(1, sms * std::max(1, per_sm));
+          } else {
+            cudaLaunchConfig_t config{};
+            config.gridDim = dim3(static_cast<unsigned>(ranks));
+            config.blockDim = dim3(Cfg::kThreads);
+            config.dynamicSmemBytes = Cfg::kSmemBytes;
+            cudaLaunchAttribute attr{};
+            attr.id = cudaLaunchAttributeClusterDimension;
+            attr.val.clusterDim.x = static_cast<unsigned>(ranks);
+            attr.val.clusterDim.y = 1;
+            attr.val.clusterDim.z = 1;
+            config.attrs = &attr;
+            config.numAttrs = 1;
+            int clusters = 0;
+            if (cudaOccupancyMaxActiveClusters(&clusters, split_kernel, &config) != cudaSuccess) clusters = 0;
+            cudaGetLastError();
+            wave = std::max(1, clusters > 0 ? clusters : sms / ranks);
+          }
+          wave_units[ranks].store(wave, std::memory_order_relaxed);
+        }
         const int n_groups = shape.n_kv_heads * head_tiles;
         const int64_t most_items = static_cast<int64_t>(batch) * n_groups * plan.max_splits_per_seq;
-        const int ctas = static_cast<int>(std::min<int64_t>(variant.ctas > 0 ? variant.ctas : wave_ctas, most_items));
-        FUSELM_CUDA_RETURN(launch_kernel(
-            split_kernel, dim3(static_cast<unsigned>(ctas)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, pdl,
-            static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k), static_cast<const uint16_t*>(kv.v),
-            kv.layout, kv.block_tables, kv.max_blocks_per_seq, kv_lens, batch, shape.n_heads, group, head_tiles,
-            n_groups, plan.split_tokens, plan.max_splits_per_seq, scale_log2, decode_workspace_layout(shape, plan),
+        const int64_t units =
+            std::min<int64_t>(variant.ctas > 0 ? std::max(1, variant.ctas / ranks) : wave, most_items);
+        const DecodeSplitRule rule{plan.split_tokens, ranks, plan.max_splits_per_seq};
+        FUSELM_CUDA_RETURN(launch_kernel_in_clusters(
+            split_kernel, dim3(static_cast<unsigned>(units * ranks)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream,
+            pdl, ranks, static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k),
+            static_cast<const uint16_t*>(kv.v), kv.layout, kv.block_tables, kv.max_blocks_per_seq, kv_lens, batch,
+            shape.n_heads, group, head_tiles, n_groups, rule, scale_log2, decode_workspace_layout(shape, plan),
             static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out), plan.trace));
         return Status();
       });

@@ -6,6 +6,8 @@
 // without the attribute, and compile to nothing in code for older architectures.
 #include <cuda_runtime.h>
 
+#include <utility>
+
 namespace fuselm {
 
 __device__ __forceinline__ void wait_for_previous_grid() {
@@ -25,22 +27,44 @@ __device__ __forceinline__ void allow_next_grid() {
 // none, and launching it with the attribute would let it overlap its predecessor). Checked once.
 bool pdl_supported();
 
+// Whether this build's sm_90 code runs here and the device launches thread-block clusters. Checked once.
+bool clusters_supported();
+
 // Launches `kernel` on `stream`, with programmatic stream serialization when `pdl` is set and
-// supported here.
+// supported here, in clusters of `cluster_ctas` CTAs along x when that is more than 1 (the caller
+// checks clusters_supported() first).
 template <class... KernelArgs, class... Args>
-cudaError_t launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                          bool pdl, Args&&... args) {
+cudaError_t launch_kernel_in_clusters(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
+                                      cudaStream_t stream, bool pdl, int cluster_ctas, Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &attr;
-  config.numAttrs = pdl && pdl_supported() ? 1 : 0;
+  cudaLaunchAttribute attrs[2]{};
+  unsigned n = 0;
+  if (cluster_ctas > 1) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = static_cast<unsigned>(cluster_ctas);
+    attrs[n].val.clusterDim.y = 1;
+    attrs[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (pdl && pdl_supported()) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  config.attrs = attrs;
+  config.numAttrs = n;
   return cudaLaunchKernelEx(&config, kernel, static_cast<KernelArgs>(args)...);
+}
+
+// The same without clusters.
+template <class... KernelArgs, class... Args>
+cudaError_t launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                          bool pdl, Args&&... args) {
+  return launch_kernel_in_clusters(kernel, grid, block, smem, stream, pdl, 1, std::forward<Args>(args)...);
 }
 
 }  // namespace fuselm

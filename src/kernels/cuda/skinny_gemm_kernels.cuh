@@ -2,7 +2,6 @@
 // The skinny GEMM's kernels and launchers (skinny_gemm.h has the interface). Each entry point's TU
 // (skinny_gemm.cu, skinny_gemm_residual.cu, skinny_gemm_qkv.cu, skinny_gemm_swiglu.cu) instantiates
 // only its own epilogue's kernels, so the four compile in parallel and no kernel is built twice.
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -10,6 +9,7 @@
 #include <mutex>
 
 #include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/cluster.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/skinny_gemm.h"
@@ -65,26 +65,6 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-
-// Thread-block clusters (sm_90+). The launcher refuses k_split > 1 for code without them, so the
-// compute_80 PTX build traps if it is ever reached.
-__device__ __forceinline__ void cluster_barrier() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cooperative_groups::this_cluster().sync();
-#else
-  __trap();
-#endif
-}
-
-// `p` (an address in this CTA's shared memory) in the shared memory of cluster rank `rank`.
-__device__ __forceinline__ const float* cluster_peer(float* p, int rank) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  return cooperative_groups::this_cluster().map_shared_rank(p, static_cast<unsigned>(rank));
-#else
-  __trap();
-  return p;
-#endif
-}
 
 // The CTA pipeline's producer warp moves each stage with one bulk copy per row tile
 // (kernels/cuda/async_copy.cuh) and the consumers wait on the stage's mbarrier.

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/mma_packing.h"
 
 namespace fuselm {
@@ -76,6 +77,9 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
                            const DecodeAttentionPlan& attention_plan, const FusedDecodeVariants& variants,
                            std::vector<int> buckets, cudaStream_t stream)
     : attention_plan_(attention_plan), buckets_(std::move(buckets)) {
+  // Decode attention in clusters where the GPU has them: a short sequence's splits merged in
+  // distributed shared memory, with no round trip through global memory (attention_decode.cu).
+  attention_plan_.cluster_ranks = clusters_supported() ? 8 : 1;
   FUSELM_CHECK(!buckets_.empty() && std::is_sorted(buckets_.begin(), buckets_.end()) && buckets_.front() >= 1,
                "fused decode: the batch buckets must be ascending and positive");
   const std::string unsupported = fused_decode_unsupported_reason(config, dtype);
