@@ -543,8 +543,13 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
           }
           wave_units[ranks].store(wave, std::memory_order_relaxed);
         }
+        // No more CTAs (clusters) than the step can have items: with clusters a sequence has one
+        // split up to ranks * split_tokens tokens and splits of that length beyond, so at most
+        // ceil(max_splits_per_seq / ranks). Idle CTAs would hold SMs that the next kernel's CTAs
+        // (launched early, PDL) could use.
         const int n_groups = shape.n_kv_heads * head_tiles;
-        const int64_t most_items = static_cast<int64_t>(batch) * n_groups * plan.max_splits_per_seq;
+        const int64_t most_items =
+            static_cast<int64_t>(batch) * n_groups * ((plan.max_splits_per_seq + ranks - 1) / ranks);
         const int64_t units =
             std::min<int64_t>(variant.ctas > 0 ? std::max(1, variant.ctas / ranks) : wave, most_items);
         const DecodeSplitRule rule{plan.split_tokens, ranks, plan.max_splits_per_seq};
