@@ -15,26 +15,36 @@ struct Item {
   bool operator==(const Item& o) const { return std::tie(seq, split, group) == std::tie(o.seq, o.split, o.group); }
 };
 
-// The numbering the kernel relies on, written out: sequences in order, then splits, then head
-// groups (fastest); sequences that are empty or do not fit the plan have no items.
-// A split holds split_tokens keys with one CTA per split; with a cluster of `ranks` CTAs, each rank
-// takes ceil(len / ranks) keys rounded up to 16, at most split_tokens.
-int reference_split(int len, int split_tokens, int ranks) {
-  if (ranks == 1) return split_tokens;
+// CTAs per split in clusters: the power of two >= ceil(len / 128), at most the cluster; one without.
+int reference_ranks(int len, int cluster) {
+  int ranks = 1;
+  while (ranks < cluster && ranks * 128 < len) ranks *= 2;
+  return ranks;
+}
+
+// A split holds split_tokens keys with one CTA per split; in clusters, each of its ranks takes
+// ceil(len / ranks) keys rounded up to 16, at most split_tokens.
+int reference_split(int len, int split_tokens, int cluster) {
+  if (cluster == 1) return split_tokens;
+  const int ranks = reference_ranks(len, cluster);
   const int per_rank = std::min(split_tokens, std::max(16, (len + ranks - 1) / ranks + 15) / 16 * 16);
   return ranks * per_rank;
 }
 
+// The numbering the kernel relies on, written out: sequences in order, then splits, then head
+// groups (fastest; in clusters, cluster / ranks of them per item, the item named by its first);
+// sequences that are empty or do not fit the plan have no items.
 std::vector<Item> reference_items(const std::vector<int32_t>& lens, int groups, int64_t capacity, int split_tokens,
-                                  int max_splits, int ranks = 1) {
+                                  int max_splits, int cluster = 1) {
   std::vector<Item> items;
   for (int s = 0; s < static_cast<int>(lens.size()); ++s) {
     if (lens[s] <= 0 || lens[s] > capacity) continue;
-    const int split = reference_split(lens[s], split_tokens, ranks);
+    const int split = reference_split(lens[s], split_tokens, cluster);
     const int splits = (lens[s] + split - 1) / split;
     if (splits > max_splits) continue;
-    for (int split = 0; split < splits; ++split)
-      for (int g = 0; g < groups; ++g) items.push_back({s, split, g});
+    const int per_item = cluster / reference_ranks(lens[s], cluster);
+    for (int sp = 0; sp < splits; ++sp)
+      for (int g = 0; g < groups; g += per_item) items.push_back({s, sp, g});
   }
   return items;
 }
@@ -52,19 +62,26 @@ TEST(DecodeItems, LengthsOutsideThePlanHaveNoSplits) {
   EXPECT_TRUE(decode_length_ok(1024, 1024, rule));
 }
 
-// With a cluster per split, a sequence of up to ranks * split_tokens tokens is one split whose ranks
-// share it evenly (16-key steps); a longer one is cut into splits of ranks * split_tokens. Never
+// In clusters of 8, a sequence of up to 8 * split_tokens tokens is one split whose ranks (as many as
+// give each >= 128 keys, a power of two) share it evenly (16-key steps); a longer one is cut into
+// splits of 8 * split_tokens. Never
 // more splits than one CTA per split would need, so the workspace sized for that serves both, and
 // a ranks-th of them at most.
 TEST(DecodeItems, ClusterSplitsFollowTheSequencesLength) {
   const DecodeSplitRule rule{256, 8, 16};
+  EXPECT_EQ(decode_ranks(1, rule), 1);
   EXPECT_EQ(decode_rank_tokens(1, rule), 16);
-  EXPECT_EQ(decode_rank_tokens(128, rule), 16);
-  EXPECT_EQ(decode_rank_tokens(129, rule), 32);
-  EXPECT_EQ(decode_rank_tokens(512, rule), 64);
+  EXPECT_EQ(decode_ranks(128, rule), 1);
+  EXPECT_EQ(decode_rank_tokens(128, rule), 128);
+  EXPECT_EQ(decode_ranks(129, rule), 2);
+  EXPECT_EQ(decode_rank_tokens(129, rule), 80);
+  EXPECT_EQ(decode_ranks(512, rule), 4);
+  EXPECT_EQ(decode_rank_tokens(512, rule), 128);
+  EXPECT_EQ(decode_ranks(513, rule), 8);
   EXPECT_EQ(decode_rank_tokens(600, rule), 80);
   EXPECT_EQ(decode_rank_tokens(2048, rule), 256);
   EXPECT_EQ(decode_rank_tokens(2049, rule), 256);
+  EXPECT_EQ(decode_ranks(100000, rule), 8);
   EXPECT_EQ(decode_split_tokens(600, rule), 640);
   EXPECT_EQ(decode_splits(600, 4096, rule), 1);
   EXPECT_EQ(decode_splits(2048, 4096, rule), 1);
@@ -75,6 +92,7 @@ TEST(DecodeItems, ClusterSplitsFollowTheSequencesLength) {
     ASSERT_LE(decode_splits(len, 4096, rule), ((len + 255) / 256 + 7) / 8) << len;
     ASSERT_GE(decode_split_tokens(len, rule) * decode_splits(len, 4096, rule), len) << len;
     ASSERT_EQ(decode_split_tokens(len, rule), reference_split(len, 256, 8)) << len;
+    ASSERT_EQ(decode_ranks(len, rule), reference_ranks(len, 8)) << len;
   }
   EXPECT_EQ(decode_splits(4097, 4096, rule), 0);  // past the block table
 }
@@ -86,31 +104,31 @@ TEST(DecodeItems, CursorFindsEveryItemInOrderWhateverTheStride) {
   const int64_t capacity = 4096;
   const int split_tokens = 256, max_splits = 12;
   for (int trial = 0; trial < 100; ++trial) {
-    const int ranks = trial % 2 == 0 ? 1 : 1 << (rng() % 4);  // one CTA per split, or clusters of 1-8
-    const DecodeSplitRule rule{split_tokens, ranks, max_splits};
+    const int cluster = trial % 2 == 0 ? 1 : 1 << (rng() % 4);  // one CTA per item, or clusters of 1-8
+    const DecodeSplitRule rule{split_tokens, cluster, max_splits};
     const int batch = 1 + static_cast<int>(rng() % 20), groups = 1 + static_cast<int>(rng() % 9);
     std::vector<int32_t> lens(batch);
     for (int32_t& len : lens) {
       const int kind = static_cast<int>(rng() % 10);
       len = kind == 0 ? 0 : kind == 1 ? 3200 : 1 + static_cast<int32_t>(rng() % 3000);  // 3200: 13 splits, too many
     }
-    const std::vector<Item> want = reference_items(lens, groups, capacity, split_tokens, max_splits, ranks);
+    const std::vector<Item> want = reference_items(lens, groups, capacity, split_tokens, max_splits, cluster);
 
     DecodeItemCursor all;
-    all.start(lens.data(), capacity, rule);
+    all.start(lens.data(), capacity, groups, rule);
     std::vector<Item> got;
     for (int64_t item = 0; all.seek(item, lens.data(), batch, groups, capacity, rule); ++item)
-      got.push_back({all.seq, all.split_of(item, groups), all.group_of(item, groups)});
+      got.push_back({all.seq, all.split_of(item), all.group_of(item)});
     ASSERT_EQ(got.size(), want.size()) << "trial " << trial;
     EXPECT_TRUE(got == want) << "trial " << trial;
 
     DecodeItemCursor skipping;
-    skipping.start(lens.data(), capacity, rule);
+    skipping.start(lens.data(), capacity, groups, rule);
     for (int64_t item = rng() % 5;
          skipping.seek(item, lens.data(), batch, groups, capacity, rule);
          item += 1 + rng() % 7) {
       ASSERT_LT(item, static_cast<int64_t>(want.size()));
-      const Item at{skipping.seq, skipping.split_of(item, groups), skipping.group_of(item, groups)};
+      const Item at{skipping.seq, skipping.split_of(item), skipping.group_of(item)};
       EXPECT_TRUE(at == want[item]) << "trial " << trial << ", item " << item;
       EXPECT_EQ(skipping.kv_len, lens[at.seq]);
     }
@@ -121,7 +139,7 @@ TEST(DecodeItems, NoItemsWhenNoSequenceFits) {
   const std::vector<int32_t> lens{0, 0, 5000};
   DecodeItemCursor c;
   const DecodeSplitRule rule{256, 1, 32};
-  c.start(lens.data(), 4096, rule);
+  c.start(lens.data(), 4096, 8, rule);
   EXPECT_FALSE(c.seek(0, lens.data(), 3, 8, 4096, rule));
 }
 

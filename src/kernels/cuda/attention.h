@@ -50,9 +50,9 @@ Status prefill_attention(const void* q, void* out, DType dtype, const AttentionS
 struct DecodeAttentionPlan {
   int split_tokens = 256;       // fixed: never chosen from the batch
   int max_splits_per_seq = 0;   // ceil(max_seq_len / split_tokens)
-  // CTAs per split, in one thread-block cluster (sm_90 code; 1, 2, 4 or 8). With more than one, a
-  // split's ranks share its keys, split_tokens is the most keys a CTA takes, and a sequence of up
-  // to cluster_ranks * split_tokens tokens is one split merged inside its cluster
+  // CTAs per thread-block cluster (sm_90 code; 1, 2, 4 or 8). With more than one, up to that many
+  // CTAs (ranks) share a split's keys, split_tokens is the most keys a CTA takes, and a sequence of
+  // up to cluster_ranks * split_tokens tokens is one split merged inside its cluster
   // (decode_items.h). The bits depend on it (on the sequence's length and this, never the batch).
   int cluster_ranks = 1;
   // Launch with programmatic dependent launch (sm_90+; see pdl.cuh): the kernel waits for its

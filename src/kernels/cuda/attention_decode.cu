@@ -13,12 +13,14 @@
 //    workspace, merges the group's splits in split order and writes the output: whichever CTA it
 //    is, the merge reads the same partials in the same order, so the bits do not depend on timing.
 //    This spares a combine kernel per layer (its launch and its wait for the split kernel).
-// 3. With thread-block clusters (sm_90), a split is an item of a whole cluster: each CTA (rank)
-//    attends its own stretch of the split's keys, and the ranks' states are merged in rank order
-//    through distributed shared memory. A split's length follows its sequence's (decode_items.h):
-//    a sequence of up to ranks * split_tokens tokens is one split, written straight to the output
-//    with no partial, fence, counter or re-read, and a short sequence still spreads over `ranks`
-//    SMs per head group, each with all of its keys loaded before the wait for the QKV projection.
+// 3. With thread-block clusters (sm_90), an item belongs to a whole cluster: each head group's
+//    split is attended by `ranks` CTAs, each taking its own stretch of the split's keys, and the
+//    ranks' states are merged in rank order through distributed shared memory. How a sequence is
+//    cut follows its own length (decode_items.h): a sequence of up to cluster * split_tokens
+//    tokens is one split, written straight to the output with no partial, fence, counter or
+//    re-read; a short one spreads over up to `cluster` SMs per head group (at least 128 keys
+//    each), every CTA's keys loaded before the wait for the QKV projection; and a cluster whose
+//    item needs fewer ranks takes several head groups at once.
 //
 // Decode is memory-bound (each K/V byte feeds group * 4 FLOPs), so tensor cores are used for
 // their issue economy, not their rate: one mma replaces the 16-lane shuffle reductions a
@@ -117,10 +119,10 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   // position but the newest was written by earlier steps: only q and the newest K/V row come from
   // the previous kernel (the QKV projection). So the first item's K/V prologue is issued before
   // waiting for it, and overlaps its tail; q and the newest row follow the wait.
-  const int ranks = rule.ranks;  // the cluster size: CTAs per item
-  const int rank = static_cast<int>(blockIdx.x) % ranks;
-  const int64_t units = gridDim.x / ranks;  // CTAs, or clusters, that take items
-  const int64_t unit = blockIdx.x / ranks;
+  const int cluster = rule.cluster;  // CTAs per item
+  const int cluster_rank = static_cast<int>(blockIdx.x) % cluster;
+  const int64_t units = gridDim.x / cluster;  // CTAs, or clusters, that take items
+  const int64_t unit = blockIdx.x / cluster;
   int* next_unclaimed = reinterpret_cast<int*>(workspace);  // items past the first `units`
   int* ctas_done = next_unclaimed + 1;
   uint8_t* records = workspace + DecodeWorkspaceLayout::kHeaderBytes;
@@ -128,18 +130,23 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   constexpr int kMaxSplitBlocks = 64;
   __shared__ int32_t split_blocks[kMaxSplitBlocks];
   DecodeItemCursor cursor;
-  if (batch > 0) cursor.start(kv_lens, capacity, rule);
+  if (batch > 0) cursor.start(kv_lens, capacity, n_groups, rule);
   bool waited = false;
   int64_t next_item = 0;
   for (int64_t item = unit; cursor.seek(item, kv_lens, batch, n_groups, capacity, rule); item = next_item) {
     // The barrier: the previous item's shared-memory reads (and of `claimed`) are done. Claims
     // only grow, so a CTA's items come in increasing order, as the cursor needs. (With clusters the
     // previous item ended at a cluster barrier.)
-    if (item != unit && ranks == 1) __syncthreads();
-    if (tid == 0 && rank == 0) claimed = units + static_cast<int64_t>(atomicAdd(next_unclaimed, 1));
+    if (item != unit && cluster == 1) __syncthreads();
+    if (tid == 0 && cluster_rank == 0) claimed = units + static_cast<int64_t>(atomicAdd(next_unclaimed, 1));
     const int seq = cursor.seq, kv_len = cursor.kv_len, n_splits = cursor.n_splits;
-    const int group_index = cursor.group_of(item, n_groups);
-    const int split = cursor.split_of(item, n_groups);
+    // The item's head groups take `ranks` CTAs each: this CTA is rank `rank` of group group_index
+    // (past the last group when the item has fewer groups than the cluster has room for: idle).
+    const int ranks = cursor.ranks;
+    const int rank = cluster_rank % ranks;
+    const int group_index = cursor.group_of(item) + cluster_rank / ranks;
+    const bool idle = group_index >= n_groups;
+    const int split = cursor.split_of(item);
     const int kv_head = group_index / head_tiles;
     const int head_tile = group_index % head_tiles;
     const int head0 = kv_head * group + head_tile * Cfg::kRows;
@@ -155,7 +162,8 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     const int rank_tokens = decode_rank_tokens(kv_len, rule);
     const int split_begin = (split * ranks + rank) * rank_tokens;
     const int split_end = min(kv_len, split_begin + rank_tokens);
-    const int n_steps = split_begin < split_end ? (split_end - split_begin + Cfg::kKeys - 1) / Cfg::kKeys : 0;
+    const int n_steps =
+        !idle && split_begin < split_end ? (split_end - split_begin + Cfg::kKeys - 1) / Cfg::kKeys : 0;
     // The split's stretch of the block table, read once into shared memory: read from global
     // memory, each tile row's lookup was a round trip between 16-byte copies (the copies' memory
     // clobber keeps the compiler from batching them), and made the K/V issue the item's tail.
@@ -196,11 +204,11 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       const int idx = tid + i * Cfg::kThreads;
       const int r = idx / kChunks;
       const int chunk = idx % kChunks;
-      const bool valid = r < n_rows;
+      const bool valid = r < n_rows && !idle;
       const uint16_t* src = valid ? q + (static_cast<int64_t>(seq) * n_heads + head0 + r) * HEAD_DIM + chunk * 8 : q;
       cp_async_16(q_tile + SwizzledTile<HEAD_DIM>::offset(r, chunk), src, valid);
     }
-    if (newest >= split_begin && newest < split_end) {
+    if (!idle && newest >= split_begin && newest < split_end) {
       const int newest_step = (newest - split_begin) / Cfg::kKeys;
       if (newest_step < STAGES - 1) {
         const int first = split_begin + newest_step * Cfg::kKeys;
@@ -267,7 +275,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     for (int idx = tid; idx < Cfg::kRows * kQuads; idx += Cfg::kThreads) {
       const int row = idx / kQuads;
       const int d = (idx % kQuads) * 4;
-      if (row >= n_rows) continue;
+      if (row >= n_rows || idle) continue;
       if (n_steps == 0) {  // a rank without keys: weight 0 in the cluster's merge
         *reinterpret_cast<float4*>(rank_o + row * HEAD_DIM + d) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (d == 0) rank_stats[row * 2] = -INFINITY, rank_stats[row * 2 + 1] = 0.0f;
@@ -290,7 +298,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
         acc.z += o.z * weight;
         acc.w += o.w * weight;
       }
-      if (ranks > 1) {  // unnormalised, for the cluster's merge
+      if (cluster > 1) {  // unnormalised, for the cluster's merge
         *reinterpret_cast<float4*>(rank_o + row * HEAD_DIM + d) = acc;
         if (d == 0) rank_stats[row * 2] = merged_max, rank_stats[row * 2 + 1] = sum;
         continue;
@@ -303,14 +311,16 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     }
 
     uint16_t* group_out = out + (static_cast<int64_t>(seq) * n_heads + head0) * HEAD_DIM;
-    if (ranks > 1) {
-      // The cluster's merge: every rank's state is visible after the barrier; the ranks share the
-      // (row, 4 columns) units and each adds the ranks' states in rank order, so the bits depend
-      // on the split alone. A sequence of one split is done here; otherwise this is the split's
-      // partial, counted as below.
+    if (cluster > 1) {
+      // The cluster's merge: every rank's state is visible after the barrier; a head group's ranks
+      // (cluster ranks first_peer ..) share its (row, 4 columns) units, and each adds the ranks'
+      // states in rank order, so the bits depend on the split alone. A sequence of one split is
+      // done here; otherwise this is the split's partial, counted as below.
       cluster_barrier();
       next_item = *cluster_peer(&claimed, 0);
-      for (int idx = rank * Cfg::kThreads + tid; idx < n_rows * kQuads; idx += ranks * Cfg::kThreads) {
+      const int first_peer = cluster_rank - rank;
+      const int my_units = idle ? 0 : n_rows * kQuads;
+      for (int idx = rank * Cfg::kThreads + tid; idx < my_units; idx += ranks * Cfg::kThreads) {
         const int row = idx / kQuads;
         const int d = (idx % kQuads) * 4;
         // All the ranks' loads are issued before their uses (unrolled to the largest cluster).
@@ -320,10 +330,10 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
         #pragma unroll
         for (int r = 0; r < kMaxClusterRanks; ++r) {
           if (r >= ranks) break;
-          const float* stats = cluster_peer(rank_stats, r);
+          const float* stats = cluster_peer(rank_stats, first_peer + r);
           rank_max[r] = stats[row * 2];
           rank_sum[r] = stats[row * 2 + 1];
-          o[r] = *reinterpret_cast<const float4*>(cluster_peer(rank_o, r) + row * HEAD_DIM + d);
+          o[r] = *reinterpret_cast<const float4*>(cluster_peer(rank_o, first_peer + r) + row * HEAD_DIM + d);
         }
         float merged_max = -INFINITY;
         #pragma unroll
@@ -353,13 +363,13 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
             make_float4(acc.x * inv_sum, acc.y * inv_sum, acc.z * inv_sum, acc.w * inv_sum);
         if (d == 0) lse_all[slot] = merged_max + log2f(sum);
       }
-      if (n_splits > 1) __threadfence();
+      if (n_splits > 1 && !idle) __threadfence();
       // No rank leaves (and reuses its shared memory) while another may still read it.
       cluster_barrier();
       if (tid == 0) trace_mark(trace, 2);  // the split's output (or partial) is written
-      if (n_splits == 1 || rank != 0) continue;
-      // Rank 0 counts the split in, as a lone CTA does below (every rank fenced its partial writes
-      // before the barrier).
+      if (n_splits == 1 || rank != 0 || idle) continue;
+      // The group's rank 0 counts the split in, as a lone CTA does below (every rank fenced its
+      // partial writes before the barrier).
     } else {
       // Each split counts itself in for its head group. Every thread fences its own partial
       // writes before the count, and the merging CTA reads the partials from L2.
@@ -543,13 +553,15 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
           }
           wave_units[ranks].store(wave, std::memory_order_relaxed);
         }
-        // No more CTAs (clusters) than the step can have items: with clusters a sequence has one
-        // split up to ranks * split_tokens tokens and splits of that length beyond, so at most
-        // ceil(max_splits_per_seq / ranks). Idle CTAs would hold SMs that the next kernel's CTAs
-        // (launched early, PDL) could use.
+        // No more CTAs (clusters) than the step can have items: in clusters, with splits of at least
+        // kMinRankKeys, a sequence with fewer ranks than the cluster is one split (of at most
+        // n_groups items), and one with a full cluster has ceil(max_splits_per_seq / ranks) splits at
+        // most. Idle CTAs would hold SMs that the next kernel's CTAs (launched early, PDL) could use.
         const int n_groups = shape.n_kv_heads * head_tiles;
-        const int64_t most_items =
-            static_cast<int64_t>(batch) * n_groups * ((plan.max_splits_per_seq + ranks - 1) / ranks);
+        const int64_t splits_bound = ranks > 1 && plan.split_tokens >= kMinRankKeys
+                                         ? (plan.max_splits_per_seq + ranks - 1) / ranks
+                                         : plan.max_splits_per_seq;
+        const int64_t most_items = static_cast<int64_t>(batch) * n_groups * splits_bound;
         const int64_t units =
             std::min<int64_t>(variant.ctas > 0 ? std::max(1, variant.ctas / ranks) : wave, most_items);
         const DecodeSplitRule rule{plan.split_tokens, ranks, plan.max_splits_per_seq};

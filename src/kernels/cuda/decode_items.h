@@ -2,10 +2,10 @@
 // The work items of split-KV decode attention (attention_decode.cu) and the order in which its CTAs
 // take them. Host-compilable, so the enumeration is tested without a GPU.
 //
-// An item is one split (DecodeSplitRule) of one sequence for one head
-// group (the up to 16 query heads that share a KV head). A step's items are numbered sequence by
-// sequence; within a sequence, split by split, and within a split, head group by head group (head
-// group fastest). So CTAs that run at the same time read the same KV blocks, which hold every KV
+// An item is one split (DecodeSplitRule) of one sequence for one head group (the up to 16 query
+// heads that share a KV head), or in clusters for a few consecutive head groups. A step's items are
+// numbered sequence by sequence; within a sequence, split by split, and within a split, head group
+// by head group (head group fastest). So CTAs that run at the same time read the same KV blocks, which hold every KV
 // head of their tokens: in a split-fastest order, each CTA reading one head's 4 KB of every block,
 // a 32k-token sequence took 55% longer (docs/kernels/attention.md).
 #include <cstdint>
@@ -14,27 +14,48 @@
 
 namespace fuselm {
 
-// How a sequence's cache is cut into splits. One CTA per split (ranks == 1): every split is
-// split_tokens long. A cluster of `ranks` CTAs per split: rank r attends keys r * rank_tokens ..
-// (r + 1) * rank_tokens - 1 of the split, rank_tokens following the sequence's own length
-// (ceil(kv_len / ranks) rounded up to 16 keys, at most split_tokens), so a sequence of up to
-// ranks * split_tokens tokens is one split, merged inside its cluster, and a longer one is cut
-// into splits of ranks * split_tokens tokens. Either way the cut depends on the sequence alone.
+// How a sequence's cache is cut into splits, and who attends them. The cut depends on the sequence
+// alone (its length, the split size and the cluster size), never on the batch.
+//
+// One CTA per item (cluster == 1): every split is split_tokens long, and an item is one split of
+// one head group.
+//
+// Clusters of `cluster` CTAs: a sequence's splits are attended by `ranks` CTAs each, ranks =
+// the power of two >= ceil(kv_len / kMinRankKeys), at most `cluster`; rank r of a split attends its
+// keys r * rank_tokens .. (r + 1) * rank_tokens - 1, rank_tokens = ceil(kv_len / ranks) rounded up
+// to 16 keys, at most split_tokens. So a sequence of up to cluster * split_tokens tokens is one
+// split, merged by its ranks in distributed shared memory, and a longer one is cut into splits of
+// cluster * split_tokens tokens. An item is what one cluster takes: one split of cluster / ranks
+// head groups (consecutive), one per `ranks` CTAs, so short sequences fill the cluster with head
+// groups instead of leaving CTAs idle.
 struct DecodeSplitRule {
-  int split_tokens = 0;  // keys per CTA at most (a whole split when ranks == 1)
-  int ranks = 1;         // CTAs per split (the cluster size)
+  int split_tokens = 0;  // keys per CTA at most (a whole split when cluster == 1)
+  int cluster = 1;       // CTAs per cluster: 1, or a power of two
   int max_splits = 0;    // split slots per sequence in the workspace
 };
 
+// A CTA of a cluster attends at least this many keys where the sequence allows (fewer ranks for
+// shorter sequences), so that each CTA's load latency is spent on a worthwhile share of them.
+inline constexpr int kMinRankKeys = 128;
+
+// CTAs that attend one split of a sequence of kv_len tokens.
+FUSELM_HD int decode_ranks(int kv_len, const DecodeSplitRule& rule) {
+  int ranks = 1;
+  while (ranks < rule.cluster && static_cast<int64_t>(ranks) * kMinRankKeys < kv_len) ranks *= 2;
+  return ranks;
+}
+
+// Keys per rank of a split (the last ranks of a sequence's last split may have fewer, or none).
 FUSELM_HD int decode_rank_tokens(int kv_len, const DecodeSplitRule& rule) {
-  if (rule.ranks <= 1) return rule.split_tokens;
-  const int even = (kv_len + rule.ranks - 1) / rule.ranks;
+  if (rule.cluster <= 1) return rule.split_tokens;
+  const int ranks = decode_ranks(kv_len, rule);
+  const int even = (kv_len + ranks - 1) / ranks;
   const int rounded = even <= 16 ? 16 : (even + 15) / 16 * 16;
   return rounded < rule.split_tokens ? rounded : rule.split_tokens;
 }
 
 FUSELM_HD int decode_split_tokens(int kv_len, const DecodeSplitRule& rule) {
-  return rule.ranks * decode_rank_tokens(kv_len, rule);
+  return decode_ranks(kv_len, rule) * decode_rank_tokens(kv_len, rule);
 }
 
 // Whether a sequence of kv_len tokens fits the plan: within its block table's capacity and within
@@ -52,36 +73,45 @@ FUSELM_HD int decode_splits(int kv_len, int64_t capacity, const DecodeSplitRule&
   return (kv_len + split - 1) / split;
 }
 
-// Maps item numbers to (sequence, split, head group). A CTA asks for its items in increasing order,
-// so the cursor only moves forward: reading the lengths costs O(batch + items) per CTA.
+// Maps item numbers to (sequence, split, first head group). A CTA (cluster) asks for its items in
+// increasing order, so the cursor only moves forward: reading the lengths costs O(batch + items).
 struct DecodeItemCursor {
   int seq = 0, n_splits = 0, kv_len = 0;  // the current sequence
+  int ranks = 1;                          // CTAs per split of it
+  int groups_per_item = 1;                // head groups per item: cluster / ranks
   int64_t first_item = 0;                 // number of its first item
 
   // Starts at sequence 0 (batch > 0).
-  FUSELM_HD void start(const int32_t* kv_lens, int64_t capacity, const DecodeSplitRule& rule) {
+  FUSELM_HD void start(const int32_t* kv_lens, int64_t capacity, int groups, const DecodeSplitRule& rule) {
     seq = 0;
     first_item = 0;
-    load(kv_lens, capacity, rule);
+    load(kv_lens, capacity, groups, rule);
   }
   // Moves to the sequence that holds `item` (>= every item asked before); false past the last item.
   FUSELM_HD bool seek(int64_t item, const int32_t* kv_lens, int batch, int groups, int64_t capacity,
                       const DecodeSplitRule& rule) {
     while (seq < batch) {
-      if (item < first_item + static_cast<int64_t>(n_splits) * groups) return true;
-      first_item += static_cast<int64_t>(n_splits) * groups;
-      if (++seq < batch) load(kv_lens, capacity, rule);
+      if (item < first_item + static_cast<int64_t>(n_splits) * items_per_split) return true;
+      first_item += static_cast<int64_t>(n_splits) * items_per_split;
+      if (++seq < batch) load(kv_lens, capacity, groups, rule);
     }
     return false;
   }
-  // The split and head group of `item`, once seek(item) returned true.
-  FUSELM_HD int split_of(int64_t item, int groups) const { return static_cast<int>((item - first_item) / groups); }
-  FUSELM_HD int group_of(int64_t item, int groups) const { return static_cast<int>((item - first_item) % groups); }
+  // The split and first head group of `item`, once seek(item) returned true.
+  FUSELM_HD int split_of(int64_t item) const { return static_cast<int>((item - first_item) / items_per_split); }
+  FUSELM_HD int group_of(int64_t item) const {
+    return static_cast<int>((item - first_item) % items_per_split) * groups_per_item;
+  }
 
  private:
-  FUSELM_HD void load(const int32_t* kv_lens, int64_t capacity, const DecodeSplitRule& rule) {
+  int items_per_split = 1;
+
+  FUSELM_HD void load(const int32_t* kv_lens, int64_t capacity, int groups, const DecodeSplitRule& rule) {
     kv_len = kv_lens[seq];
     n_splits = decode_splits(kv_len, capacity, rule);
+    ranks = decode_ranks(kv_len, rule);
+    groups_per_item = rule.cluster / ranks;
+    items_per_split = (groups + groups_per_item - 1) / groups_per_item;
   }
 };
 
