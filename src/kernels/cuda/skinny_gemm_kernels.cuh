@@ -46,6 +46,20 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(shared_address(dst)), "l"(src) : "memory");
 }
 
+// The same for the weight stream, whose lines L2 evicts first (policy: l2_evict_first_policy()):
+// read once per step, they would otherwise push out what the step reads again soon (activations,
+// norm partials, block tables and the newest K/V rows).
+__device__ __forceinline__ void cp_async_16_evict_first(void* dst, const void* src, uint64_t policy) {
+#ifdef FUSELM_LAB_NO_WEIGHT_HINT
+  (void)policy;
+  cp_async_16(dst, src);
+#else
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)),
+               "l"(src), "l"(policy)
+               : "memory");
+#endif
+}
+
 // Copies src_bytes (0..16) and zero-fills the rest of the 16 bytes.
 __device__ __forceinline__ void cp_async_16_zfill(void* dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(src_bytes)
@@ -413,6 +427,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   T* xbuf = reinterpret_cast<T*>(pipe + STAGES * Pipe::kWBytes);     // [STAGES][tokens][XS]
 
   // Each lane copies, and later reads, only its own 16-byte fragment of each weight tile.
+  const uint64_t weight_policy = l2_evict_first_policy();
   auto issue_weights = [&](int s) {
     if (s >= stages) return;
     uint4* dst = wbuf + (s % STAGES) * (U * RT * 32);
@@ -423,7 +438,8 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
       for (int r = 0; r < RT; ++r) {
         const int64_t nt = tile0 + r;
-        if (nt < row_tiles) cp_async_16(dst + (u * RT + r) * 32 + lane, w + (nt * k_tiles + kt) * 32 + lane);
+        if (nt < row_tiles)
+          cp_async_16_evict_first(dst + (u * RT + r) * 32 + lane, w + (nt * k_tiles + kt) * 32 + lane, weight_policy);
       }
     }
   };
