@@ -142,20 +142,9 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     // only grow, so a CTA's items come in increasing order, as the cursor needs. (With clusters the
     // previous item ended at a cluster barrier.)
     if (item != unit && cluster == 1) __syncthreads();
-    if (warp == 0 && cluster_rank == 0) {
-      int claim = -1;
-      if (lane == 0) {
-        claim = atomicAdd(next_unclaimed, 1);
-        claimed = units + claim;
-      }
-      if (item == unit) {  // the step's items, counted once by the warp while the claim is in flight
-        int64_t items = 0;
-        for (int s = lane; s < batch; s += 32) items += decode_items(kv_lens[s], capacity, n_groups, rule);
-        for (int offset = 16; offset > 0; offset /= 2) items += __shfl_xor_sync(0xffffffffu, items, offset);
-        total_items = items;
-      }
-      if (lane == 0 && claim == total_items - 1) atomicExch(next_unclaimed, 0);
-    }
+    // The claim is in flight during the item; its result is first used at the item's end.
+    int claim = -1;
+    if (warp == 0 && lane == 0 && cluster_rank == 0) claim = atomicAdd(next_unclaimed, 1);
     const int seq = cursor.seq, kv_len = cursor.kv_len, n_splits = cursor.n_splits;
     // The item's head groups take `ranks` CTAs each: this CTA is rank `rank` of group group_index
     // (past the last group when the item has fewer groups than the cluster has room for: idle).
@@ -263,6 +252,21 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       if (key_pos0 >= split_end) continue;
       warp_attend<T, HEAD_DIM, 16>(st, q_operand, k_tile(stage), v_tile(stage), warp * 16, key_pos0, last_visible,
                                    key_pos0 + 15 >= split_end, scale_log2, lane);
+    }
+
+    // The next item, published to the CTA (and the cluster) by the barriers below; the last claim
+    // of the launch resets the counter. The step's items are counted once, by warp 0.
+    if (warp == 0 && cluster_rank == 0) {
+      if (item == unit) {
+        int64_t items = 0;
+        for (int s = lane; s < batch; s += 32) items += decode_items(kv_lens[s], capacity, n_groups, rule);
+        for (int offset = 16; offset > 0; offset /= 2) items += __shfl_xor_sync(0xffffffffu, items, offset);
+        total_items = items;
+      }
+      if (lane == 0) {
+        claimed = units + claim;
+        if (claim == total_items - 1) atomicExch(next_unclaimed, 0);
+      }
     }
 
     // Merge the four warps' states in warp order. The barrier also retires every read of the K/V

@@ -50,14 +50,9 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
 // read once per step, they would otherwise push out what the step reads again soon (activations,
 // norm partials, block tables and the newest K/V rows).
 __device__ __forceinline__ void cp_async_16_evict_first(void* dst, const void* src, uint64_t policy) {
-#ifdef FUSELM_LAB_NO_WEIGHT_HINT
-  (void)policy;
-  cp_async_16(dst, src);
-#else
   asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)),
                "l"(src), "l"(policy)
                : "memory");
-#endif
 }
 
 // Copies src_bytes (0..16) and zero-fills the rest of the 16 bytes.
