@@ -39,7 +39,7 @@
 namespace fuselm {
 namespace attention_detail {
 
-// The workspace: a header (its first word counts the claims of work items), then one
+// The workspace: a header of two counters (the next work item to claim, the CTAs done), then one
 // record per sequence, at a place that does not depend on the batch of a launch (so counters a
 // launch leaves at zero stay where any later launch looks for them): [merge counter per head
 // group][log2-sum-exp per (head, split)][partial output per (head, split)].
@@ -123,12 +123,8 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   const int cluster_rank = static_cast<int>(blockIdx.x) % cluster;
   const int64_t units = gridDim.x / cluster;  // CTAs, or clusters, that take items
   const int64_t unit = blockIdx.x / cluster;
-  // Claims of items past the first `units`. Every item is claimed once by the unit that works on it
-  // (its next item), so a launch makes total_items claims, numbered 0 .. total_items - 1, and the
-  // unit whose claim is numbered total_items - 1 makes the last: it leaves the counter at zero for
-  // the next launch. (A count of finished CTAs at the exit cost every CTA a round trip at its end.)
-  int* next_unclaimed = reinterpret_cast<int*>(workspace);
-  int64_t total_items = 0;  // known to the claiming thread only
+  int* next_unclaimed = reinterpret_cast<int*>(workspace);  // items past the first `units`
+  int* ctas_done = next_unclaimed + 1;
   uint8_t* records = workspace + DecodeWorkspaceLayout::kHeaderBytes;
   __shared__ int64_t claimed;  // in rank 0: the cluster's next item
   constexpr int kMaxSplitBlocks = 64;
@@ -142,9 +138,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     // only grow, so a CTA's items come in increasing order, as the cursor needs. (With clusters the
     // previous item ended at a cluster barrier.)
     if (item != unit && cluster == 1) __syncthreads();
-    // The claim is in flight during the item; its result is first used at the item's end.
-    int claim = -1;
-    if (warp == 0 && lane == 0 && cluster_rank == 0) claim = atomicAdd(next_unclaimed, 1);
+    if (tid == 0 && cluster_rank == 0) claimed = units + static_cast<int64_t>(atomicAdd(next_unclaimed, 1));
     const int seq = cursor.seq, kv_len = cursor.kv_len, n_splits = cursor.n_splits;
     // The item's head groups take `ranks` CTAs each: this CTA is rank `rank` of group group_index
     // (past the last group when the item has fewer groups than the cluster has room for: idle).
@@ -252,21 +246,6 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       if (key_pos0 >= split_end) continue;
       warp_attend<T, HEAD_DIM, 16>(st, q_operand, k_tile(stage), v_tile(stage), warp * 16, key_pos0, last_visible,
                                    key_pos0 + 15 >= split_end, scale_log2, lane);
-    }
-
-    // The next item, published to the CTA (and the cluster) by the barriers below; the last claim
-    // of the launch resets the counter. The step's items are counted once, by warp 0.
-    if (warp == 0 && cluster_rank == 0) {
-      if (item == unit) {
-        int64_t items = 0;
-        for (int s = lane; s < batch; s += 32) items += decode_items(kv_lens[s], capacity, n_groups, rule);
-        for (int offset = 16; offset > 0; offset /= 2) items += __shfl_xor_sync(0xffffffffu, items, offset);
-        total_items = items;
-      }
-      if (lane == 0) {
-        claimed = units + claim;
-        if (claim == total_items - 1) atomicExch(next_unclaimed, 0);
-      }
     }
 
     // Merge the four warps' states in warp order. The barrier also retires every read of the K/V
@@ -470,8 +449,13 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     for (int i = tid; i < n_heads * HEAD_DIM; i += Cfg::kThreads) seq_out[i] = fill;
   }
 
+  // The last CTA to finish (every claim is made by then) leaves the header at zero for the next launch.
   __syncthreads();
   if (tid == 0) trace_end(trace);
+  if (tid == 0 && atomicAdd(ctas_done, 1) == static_cast<int>(gridDim.x) - 1) {
+    atomicExch(next_unclaimed, 0);
+    atomicExch(ctas_done, 0);
+  }
 }
 
 template <class F>

@@ -73,13 +73,6 @@ FUSELM_HD int decode_splits(int kv_len, int64_t capacity, const DecodeSplitRule&
   return (kv_len + split - 1) / split;
 }
 
-// Items of a sequence of kv_len tokens: its splits, each for cluster / ranks head groups at a time.
-FUSELM_HD int64_t decode_items(int kv_len, int64_t capacity, int groups, const DecodeSplitRule& rule) {
-  const int groups_per_item = rule.cluster / decode_ranks(kv_len, rule);
-  return static_cast<int64_t>(decode_splits(kv_len, capacity, rule)) *
-         ((groups + groups_per_item - 1) / groups_per_item);
-}
-
 // Maps item numbers to (sequence, split, first head group). A CTA (cluster) asks for its items in
 // increasing order, so the cursor only moves forward: reading the lengths costs O(batch + items).
 struct DecodeItemCursor {
