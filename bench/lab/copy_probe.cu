@@ -5,7 +5,8 @@
 // bandwidth. `copy_probe once` runs each kind of copy once, for a profiler; `copy_probe hints` the
 // grid-stride copy with L2 eviction hints per side; `copy_probe layout` the copies with source and
 // destination at several offsets in one allocation, and a software-pipelined grid-stride copy;
-// `copy_probe pipe` that copy by depth, grid, block size and L2 hints.
+// `copy_probe pipe` that copy by depth, grid, block size and L2 hints; `copy_probe pipe3` deeper
+// pipelines and the read-only load path.
 // Build: nvcc -O3 -arch=sm_90a. Results are in bench/results/README.md.
 #include <cstdio>
 #include <cstring>
@@ -264,6 +265,47 @@ __global__ void __launch_bounds__(1024) grid_stride_pipe_hint(const uint4* __res
   }
   for (; i < n; i += stride) d[i] = s[i];
 }
+// Three iterations of loads in flight per thread (two issued ahead of the stores), optionally
+// through the read-only path with a 256-byte L2 prefetch.
+template <int U, bool NC>
+__global__ void __launch_bounds__(1024) grid_stride_pipe3(const uint4* __restrict__ s, uint4* __restrict__ d, size_t n) {
+  auto ld = [&](const uint4* a) {
+    uint4 v;
+    if (NC) asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(a));
+    else v = *a;
+    return v;
+  };
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  auto full = [&](size_t at) { return at + (U - 1) * stride < n; };
+  uint4 a[U], b[U];
+  bool fa = full(i), fb = full(i + U * stride);
+  if (fa) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) a[u] = ld(s + i + u * stride);
+  }
+  if (fb) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) b[u] = ld(s + i + (U + u) * stride);
+  }
+  while (fa) {
+    const size_t k = i + 2 * U * stride;
+    const bool fc = full(k);
+    uint4 c[U];
+    if (fc) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) c[u] = ld(s + k + u * stride);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) d[i + u * stride] = a[u];
+#pragma unroll
+    for (int u = 0; u < U; ++u) { a[u] = b[u]; b[u] = c[u]; }
+    i += U * stride;
+    fa = fb;
+    fb = fc;
+  }
+  for (; i < n; i += stride) d[i] = s[i];
+}
 int main(int argc, char** argv) {
   size_t bytes = size_t(1) << 30, n = bytes / 16;
   uint4 *s, *d; cudaMalloc(&s, bytes); cudaMalloc(&d, bytes);
@@ -311,6 +353,30 @@ int main(int argc, char** argv) {
                time([&] { grid_stride_pipe_hint<4, 1, 1><<<132, threads>>>(s, d, n); }));
       }
     }
+    return 0;
+  }
+  // `copy_probe pipe3`: deeper pipelines and the read-only path, against the tool's copy (pipe U8, 132 x 256).
+  if (argc > 1 && std::strcmp(argv[1], "pipe3") == 0) {
+    for (int pass = 0; pass < 3; ++pass) {
+      printf("memcpy %.0f  tool (pipe U8 132x256) %.0f  pipe3 U4 132x256 %.0f  pipe3 U4 264x256 %.0f  pipe3 U8 132x256 %.0f  "
+             "pipe3 U4 nc 132x256 %.0f  pipe U8 132x512 %.0f  pipe U8 264x256 %.0f  pipe U8 132x128 %.0f  memcpy %.0f\n",
+             time([&] { cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice); }),
+             time([&] { grid_stride_pipe_hint<8, 0, 0><<<132, 256>>>(s, d, n); }),
+             time([&] { grid_stride_pipe3<4, false><<<132, 256>>>(s, d, n); }),
+             time([&] { grid_stride_pipe3<4, false><<<264, 256>>>(s, d, n); }),
+             time([&] { grid_stride_pipe3<8, false><<<132, 256>>>(s, d, n); }),
+             time([&] { grid_stride_pipe3<4, true><<<132, 256>>>(s, d, n); }),
+             time([&] { grid_stride_pipe_hint<8, 0, 0><<<132, 512>>>(s, d, n); }),
+             time([&] { grid_stride_pipe_hint<8, 0, 0><<<264, 256>>>(s, d, n); }),
+             time([&] { grid_stride_pipe_hint<8, 0, 0><<<132, 128>>>(s, d, n); }),
+             time([&] { cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice); }));
+    }
+    cudaMemset(d, 0, bytes);
+    grid_stride_pipe3<4, true><<<132, 256>>>(s, d, n);
+    std::vector<unsigned char> back(1 << 20);
+    cudaMemcpy(back.data(), d + n - (1 << 16), back.size(), cudaMemcpyDeviceToHost);
+    printf("pipe3 tail check: %s (%s)\n", back[0] == 1 && back.back() == 1 ? "copied" : "WRONG",
+           cudaGetErrorString(cudaGetLastError()));
     return 0;
   }
   // `copy_probe layout`: source and destination in one allocation, the destination 1 GiB + off
