@@ -55,6 +55,9 @@ struct DecodeAttentionPlan {
   // up to cluster_ranks * split_tokens tokens is one split merged inside its cluster
   // (decode_items.h). The bits depend on it (on the sequence's length and this, never the batch).
   int cluster_ranks = 1;
+  // With clusters: a sequence takes as many ranks as give each at least this many keys (a power
+  // of two, at most cluster_ranks). The bits depend on it too.
+  int min_rank_keys = 128;
   // Launch with programmatic dependent launch (sm_90+; see pdl.cuh): the kernel waits for its
   // predecessor's results first and lets its successor start at once. Same results either way.
   bool pdl = false;

@@ -495,6 +495,8 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
   const int ranks = plan.cluster_ranks;
   if (ranks != 1 && ranks != 2 && ranks != 4 && ranks != kMaxClusterRanks)
     return Status::error(str_cat("decode_attention: cluster_ranks=", ranks, " (supported: 1, 2, 4, 8)"));
+  if (ranks > 1 && plan.min_rank_keys < 16)
+    return Status::error(str_cat("decode_attention: min_rank_keys=", plan.min_rank_keys, " must be >= 16"));
   if (ranks > 1 && !clusters_supported())
     return Status::error(str_cat("decode_attention: cluster_ranks=", ranks,
                                  " needs thread-block clusters (sm_90 code on an sm_90+ GPU); use 1 here"));
@@ -554,17 +556,17 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
           wave_units[ranks].store(wave, std::memory_order_relaxed);
         }
         // No more CTAs (clusters) than the step can have items: in clusters, with splits of at least
-        // kMinRankKeys, a sequence with fewer ranks than the cluster is one split (of at most
+        // min_rank_keys, a sequence with fewer ranks than the cluster is one split (of at most
         // n_groups items), and one with a full cluster has ceil(max_splits_per_seq / ranks) splits at
         // most. Idle CTAs would hold SMs that the next kernel's CTAs (launched early, PDL) could use.
         const int n_groups = shape.n_kv_heads * head_tiles;
-        const int64_t splits_bound = ranks > 1 && plan.split_tokens >= kMinRankKeys
+        const int64_t splits_bound = ranks > 1 && plan.split_tokens >= plan.min_rank_keys
                                          ? (plan.max_splits_per_seq + ranks - 1) / ranks
                                          : plan.max_splits_per_seq;
         const int64_t most_items = static_cast<int64_t>(batch) * n_groups * splits_bound;
         const int64_t units =
             std::min<int64_t>(variant.ctas > 0 ? std::max(1, variant.ctas / ranks) : wave, most_items);
-        const DecodeSplitRule rule{plan.split_tokens, ranks, plan.max_splits_per_seq};
+        const DecodeSplitRule rule{plan.split_tokens, ranks, plan.max_splits_per_seq, plan.min_rank_keys};
         FUSELM_CUDA_RETURN(launch_kernel_in_clusters(
             split_kernel, dim3(static_cast<unsigned>(units * ranks)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream,
             pdl, ranks, static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k),

@@ -21,27 +21,28 @@ namespace fuselm {
 // one head group.
 //
 // Clusters of `cluster` CTAs: a sequence's splits are attended by `ranks` CTAs each, ranks =
-// the power of two >= ceil(kv_len / kMinRankKeys), at most `cluster`; rank r of a split attends its
+// the power of two >= ceil(kv_len / min_rank_keys), at most `cluster`; rank r of a split attends its
 // keys r * rank_tokens .. (r + 1) * rank_tokens - 1, rank_tokens = ceil(kv_len / ranks) rounded up
 // to 16 keys, at most split_tokens. So a sequence of up to cluster * split_tokens tokens is one
 // split, merged by its ranks in distributed shared memory, and a longer one is cut into splits of
 // cluster * split_tokens tokens. An item is what one cluster takes: one split of cluster / ranks
 // head groups (consecutive), one per `ranks` CTAs, so short sequences fill the cluster with head
 // groups instead of leaving CTAs idle.
-struct DecodeSplitRule {
-  int split_tokens = 0;  // keys per CTA at most (a whole split when cluster == 1)
-  int cluster = 1;       // CTAs per cluster: 1, or a power of two
-  int max_splits = 0;    // split slots per sequence in the workspace
-};
-
 // A CTA of a cluster attends at least this many keys where the sequence allows (fewer ranks for
 // shorter sequences), so that each CTA's load latency is spent on a worthwhile share of them.
 inline constexpr int kMinRankKeys = 128;
 
+struct DecodeSplitRule {
+  int split_tokens = 0;  // keys per CTA at most (a whole split when cluster == 1)
+  int cluster = 1;       // CTAs per cluster: 1, or a power of two
+  int max_splits = 0;    // split slots per sequence in the workspace
+  int min_rank_keys = kMinRankKeys;
+};
+
 // CTAs that attend one split of a sequence of kv_len tokens.
 FUSELM_HD int decode_ranks(int kv_len, const DecodeSplitRule& rule) {
   int ranks = 1;
-  while (ranks < rule.cluster && static_cast<int64_t>(ranks) * kMinRankKeys < kv_len) ranks *= 2;
+  while (ranks < rule.cluster && static_cast<int64_t>(ranks) * rule.min_rank_keys < kv_len) ranks *= 2;
   return ranks;
 }
 
