@@ -33,7 +33,7 @@ std::string join_ints(const std::vector<int>& v) {
 // (heads, sequences).
 std::array<int, 3> attention_grid(const Plan& plan, int batch) {
   const PlanModel& m = plan.model;
-  if (plan.decode.attention.kernel == "mma") {
+  if (plan.decode.attention.kernel.starts_with("mma")) {
     const int group = m.num_heads / std::max(m.num_kv_heads, 1);
     return {m.num_kv_heads * static_cast<int>(ceil_div(group, 16)), batch, plan.decode.attention.max_splits_per_seq};
   }
@@ -305,7 +305,7 @@ void validate_plan(const Plan& plan, const std::string& where) {
   const DecodeAttentionChoice& a = plan.decode.attention;
   check(is_known(decode_attention_kernel_names(), a.kernel), "decode.attention.kernel '", a.kernel,
         "' is unknown (known: ", join(decode_attention_kernel_names()), ")");
-  check(a.kernel != "mma" || m.head_dim == 64 || m.head_dim == 128, "decode.attention.kernel mma needs head_dim 64 "
+  check(!a.kernel.starts_with("mma") || m.head_dim == 64 || m.head_dim == 128, "decode.attention.kernel mma needs head_dim 64 "
         "or 128, the model's is ", m.head_dim);
   check(a.split_tokens > 0 && a.split_tokens % plan.kv_block_size == 0, "decode.attention.split_tokens ",
         a.split_tokens, " is not a positive multiple of the KV block size ", plan.kv_block_size);

@@ -94,7 +94,7 @@ enum class PlanOp : uint8_t {
   GateUp,
   Down,
   LmHead,
-  DecodeAttention,   // decode attention kernel: "mma" (head_dim 64, 128) or "generic"
+  DecodeAttention,   // decode attention kernel: "mma" (head_dim 64, 128), "mma_c8" (the same in clusters of 8, sm_90) or "generic"
   DecodeSplit,       // decode attention split size in tokens
   PrefillAttention,  // prefill attention kernel: "mma_r32_k64", "mma_r32_k32" or "generic"
   PrefillGemm,       // GEMM path of a prefill chunk bucket: "cublaslt"

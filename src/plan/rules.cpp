@@ -58,7 +58,14 @@ constexpr PlanRule kRules[] = {
     // Decode attention: kernel by head_dim, one split size for every batch.
     {.ops = bit(PlanOp::DecodeAttention), .shape = exactly(64), .sm = kAmpereOrNewer, .choice = "mma",
      .evidence = "tensor-core split-KV kernel: one wave of CTAs takes (split, head group) items, 3 K/V stages "
-                 "(2 where a block cannot have 100 KB) (kernels/cuda/attention_decode.cu)"},
+                 "(2 where a block cannot have 100 KB) (kernels/cuda/attention_decode.cu). In clusters of 8 on H200, "
+                 "Llama-3.2-1B shape: batch 1 +3.6% but batch 16 -17% (bench/results/dev/ab/clusters/), so not "
+                 "for head_dim 64"},
+    {.ops = bit(PlanOp::DecodeAttention), .shape = exactly(128), .sm = kHopper, .choice = "mma_c8",
+     .evidence = "H200 bf16, Llama-3.1-8B shape: the split-KV kernel in clusters of 8 (a sequence of up to 2,048 "
+                 "tokens is one split over up to 8 CTAs of >= 128 keys, merged in distributed shared memory): batch 1 "
+                 "decode 235.0-236.0 against 228.0-228.3 tok/s with one CTA per split, batch 16 2,521-2,533 against "
+                 "2,733-2,736 output tok/s (bench/results/dev/ab/clusters/; docs/kernels/attention.md)"},
     {.ops = bit(PlanOp::DecodeAttention), .shape = exactly(128), .sm = kAmpereOrNewer, .choice = "mma",
      .evidence = "tensor-core split-KV kernel: one wave of CTAs takes (split, head group) items, 3 K/V stages "
                  "(2 where a block cannot have 100 KB) (kernels/cuda/attention_decode.cu)"},
@@ -98,7 +105,7 @@ constexpr std::string_view kSkinnyGemmVariants[] = {
     "rt2_w4_cta", "rt1_w8_cta", "rt2_w8_cta", "rt4_w4_cta", "rt1_w4_k2_cta", "rt2_w4_k2_cta", "rt1_w8_k2_cta",
     "rt2_w8_k2_cta", "rt4_w4_k2_cta", "rt1_w4_k4_cta", "rt2_w4_k4_cta", "rt1_w8_k4_cta", "rt2_w8_k4_cta",
     "rt4_w4_k4_cta", "rt1_w4_k8_cta", "rt2_w4_k8_cta", "rt1_w8_k8_cta", "rt2_w8_k8_cta", "rt4_w4_k8_cta"};
-constexpr std::string_view kDecodeAttentionKernels[] = {"mma", "generic"};
+constexpr std::string_view kDecodeAttentionKernels[] = {"mma", "mma_c8", "generic"};
 constexpr std::string_view kPrefillAttentionKernels[] = {"mma_r32_k64", "mma_r32_k32", "generic"};
 constexpr std::string_view kPrefillGemmPaths[] = {"cublaslt"};
 

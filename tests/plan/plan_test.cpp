@@ -82,7 +82,7 @@ TEST(PlanRules, Llama8BOnHopper) {
     EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).cols, 4096);
     EXPECT_EQ(p.decode_gemm(PlanOp::GateUp).rows, 28672);
     EXPECT_EQ(p.decode_gemm(PlanOp::Down).cols, 14336);
-    EXPECT_EQ(p.decode.attention.kernel, "mma");
+    EXPECT_EQ(p.decode.attention.kernel, "mma_c8");  // head_dim 128 on Hopper: clusters of 8
     EXPECT_EQ(p.decode.attention.split_tokens, 256);
     EXPECT_EQ(p.decode.attention.max_splits_per_seq, 32);  // 8192 / 256
     EXPECT_EQ(p.prefill.attention_kernel, "mma_r32_k32");

@@ -323,7 +323,7 @@ Plan tune_plan(const ModelConfig& config, DType dtype, const PlanLimits& limits,
   }
 
   DecodeAttentionChoice& a = plan.decode.attention;
-  if (a.kernel == "mma") {
+  if (a.kernel.starts_with("mma")) {
     AttentionResult r = tune_attention(plan, options, static_cast<size_t>(l2), stream.get(), log);
     a.split_tokens = r.winner;
     a.origin = {"tune", str_cat(r.reason, "; kernel: ", a.origin.reason)};

@@ -171,6 +171,10 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
                       1.0f / std::sqrt(static_cast<float>(config_.head_dim))};
   rope_shape_ = {config_.num_heads, config_.num_kv_heads, config_.head_dim};
   decode_plan_ = plan_decode_attention(kernel_plan_, limits.max_seq_len);
+  // The fused decode graphs run the plan's decode attention (in clusters where it says so); the
+  // kernel-by-kernel path keeps one CTA per split, as it was built.
+  const DecodeAttentionPlan fused_attention_plan = decode_plan_;
+  decode_plan_.cluster_ranks = 1;
   FUSELM_CHECK(decode_plan_.split_tokens % limits.block_size == 0, "the plan's decode split of ",
                decode_plan_.split_tokens, " tokens is not a multiple of the KV block size ", limits.block_size);
   const size_t attention_workspace = decode_attention_workspace_bytes(attention_shape_, decode_plan_, limits.max_batch);
@@ -210,7 +214,7 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
     for (const DecodeBucket& b : kernel_plan_.decode.buckets)
       if (b.batch < limits.max_batch) buckets.push_back(b.batch);
     buckets.push_back(limits.max_batch);
-    fused_ = std::make_unique<FusedDecoder>(config_, dtype_, weights_, decode_plan_, variants, buckets, stream_);
+    fused_ = std::make_unique<FusedDecoder>(config_, dtype_, weights_, fused_attention_plan, variants, buckets, stream_);
   }
 
   // The KV pool takes its share of what is left, never more than max_batch full-length sequences.

@@ -2,11 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/pdl.cuh"
 #include "kernels/mma_packing.h"
 
 namespace fuselm {
@@ -78,11 +76,6 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
                            const DecodeAttentionPlan& attention_plan, const FusedDecodeVariants& variants,
                            std::vector<int> buckets, cudaStream_t stream)
     : attention_plan_(attention_plan), buckets_(std::move(buckets)) {
-  // Decode attention in clusters where the GPU has them: a short sequence's splits merged in
-  // distributed shared memory, with no round trip through global memory (attention_decode.cu).
-  attention_plan_.cluster_ranks = clusters_supported() ? 8 : 1;
-  if (const char* lab = std::getenv("FUSELM_LAB_DECODE_RANKS")) attention_plan_.cluster_ranks = std::atoi(lab);  // LAB: remove
-  if (const char* lab = std::getenv("FUSELM_LAB_MIN_RANK_KEYS")) attention_plan_.min_rank_keys = std::atoi(lab);  // LAB: remove
   FUSELM_CHECK(!buckets_.empty() && std::is_sorted(buckets_.begin(), buckets_.end()) && buckets_.front() >= 1,
                "fused decode: the batch buckets must be ascending and positive");
   const std::string unsupported = fused_decode_unsupported_reason(config, dtype);
