@@ -541,13 +541,9 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
             config.gridDim = dim3(static_cast<unsigned>(ranks));
             config.blockDim = dim3(Cfg::kThreads);
             config.dynamicSmemBytes = Cfg::kSmemBytes;
-            cudaLaunchAttribute attr{};
-            attr.id = cudaLaunchAttributeClusterDimension;
-            attr.val.clusterDim.x = static_cast<unsigned>(ranks);
-            attr.val.clusterDim.y = 1;
-            attr.val.clusterDim.z = 1;
-            config.attrs = &attr;
-            config.numAttrs = 1;
+            LaunchAttributes cluster_only(ranks, false);
+            config.attrs = cluster_only.attrs;
+            config.numAttrs = cluster_only.count;
             int clusters = 0;
             if (cudaOccupancyMaxActiveClusters(&clusters, split_kernel, &config) != cudaSuccess) clusters = 0;
             cudaGetLastError();

@@ -30,6 +30,27 @@ bool pdl_supported();
 // Whether this build's sm_90 code runs here and the device launches thread-block clusters. Checked once.
 bool clusters_supported();
 
+// The launch attributes for clusters of `cluster_ctas` CTAs along x (when more than 1) and for
+// programmatic stream serialization (when `pdl`, already checked against what runs here).
+struct LaunchAttributes {
+  cudaLaunchAttribute attrs[2]{};
+  unsigned count = 0;
+  LaunchAttributes(int cluster_ctas, bool pdl) {
+    if (cluster_ctas > 1) {
+      attrs[count].id = cudaLaunchAttributeClusterDimension;
+      attrs[count].val.clusterDim.x = static_cast<unsigned>(cluster_ctas);
+      attrs[count].val.clusterDim.y = 1;
+      attrs[count].val.clusterDim.z = 1;
+      ++count;
+    }
+    if (pdl) {
+      attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attrs[count].val.programmaticStreamSerializationAllowed = 1;
+      ++count;
+    }
+  }
+};
+
 // Launches `kernel` on `stream`, with programmatic stream serialization when `pdl` is set and
 // supported here, in clusters of `cluster_ctas` CTAs along x when that is more than 1 (the caller
 // checks clusters_supported() first).
@@ -41,22 +62,9 @@ cudaError_t launch_kernel_in_clusters(void (*kernel)(KernelArgs...), dim3 grid, 
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attrs[2]{};
-  unsigned n = 0;
-  if (cluster_ctas > 1) {
-    attrs[n].id = cudaLaunchAttributeClusterDimension;
-    attrs[n].val.clusterDim.x = static_cast<unsigned>(cluster_ctas);
-    attrs[n].val.clusterDim.y = 1;
-    attrs[n].val.clusterDim.z = 1;
-    ++n;
-  }
-  if (pdl && pdl_supported()) {
-    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  config.attrs = attrs;
-  config.numAttrs = n;
+  LaunchAttributes attributes(cluster_ctas, pdl && pdl_supported());
+  config.attrs = attributes.attrs;
+  config.numAttrs = attributes.count;
   return cudaLaunchKernelEx(&config, kernel, static_cast<KernelArgs>(args)...);
 }
 

@@ -770,26 +770,6 @@ class KernelSupportCache {
   std::once_flag once_[kMaxDevices];
 };
 
-// Fills the launch configuration shared by both pipelines: cluster dimension and PDL attribute.
-struct LaunchAttrs {
-  cudaLaunchAttribute attrs[2];
-  int count = 0;
-  LaunchAttrs(int k_split, bool pdl) {
-    if (k_split > 1) {
-      attrs[count].id = cudaLaunchAttributeClusterDimension;
-      attrs[count].val.clusterDim.x = static_cast<unsigned>(k_split);
-      attrs[count].val.clusterDim.y = 1;
-      attrs[count].val.clusterDim.z = 1;
-      ++count;
-    }
-    if (pdl) {
-      attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attrs[count].val.programmaticStreamSerializationAllowed = 1;
-      ++count;
-    }
-  }
-};
-
 inline Status needs_sm90(const SkinnyGemmVariant& v) {
   return Status::error(str_cat("skinny GEMM: variant ", v.name(), " needs thread-block clusters and bulk copies (an "
                                "sm_90+ GPU and a build with sm_90 code); this device or binary has none. HINT: use "
@@ -812,7 +792,7 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
     const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::smem_bytes(MT * 8));
     if (!support.status.ok()) return support.status;
     if (!support.clusters) return needs_sm90(v);
-    LaunchAttrs attrs(v.k_split, options.pdl);
+    LaunchAttributes attrs(v.k_split, options.pdl);
     config.gridDim = dim3(static_cast<unsigned>((row_tiles + Pipe::kTiles - 1) / Pipe::kTiles * v.k_split));
     config.blockDim = dim3((WARPS + 1) * 32);
     config.dynamicSmemBytes = Pipe::smem_bytes(in.m);
@@ -829,7 +809,7 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
   if (!support.status.ok()) return support.status;
   if (v.k_split > 1 && !support.clusters) return needs_sm90(v);
   // Without sm_90 code the kernel has no griddepcontrol and must not overlap its predecessor.
-  LaunchAttrs attrs(v.k_split, options.pdl && support.clusters);
+  LaunchAttributes attrs(v.k_split, options.pdl && support.clusters);
   config.gridDim = dim3(static_cast<unsigned>((row_tiles + RT - 1) / RT * v.k_split));
   config.blockDim = dim3(WARPS * 32);
   config.dynamicSmemBytes = Pipe::kSmemBytes;
