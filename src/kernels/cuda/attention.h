@@ -17,6 +17,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "kernels/cuda/decode_items.h"
 #include "kernels/cuda/kernel_trace.h"
 #include "kernels/cuda/paged_kv.h"
 
@@ -57,7 +58,7 @@ struct DecodeAttentionPlan {
   int cluster_ranks = 1;
   // With clusters: a sequence takes as many ranks as give each at least this many keys (a power
   // of two, at most cluster_ranks). The bits depend on it too.
-  int min_rank_keys = 128;
+  int min_rank_keys = kMinRankKeys;
   // Launch with programmatic dependent launch (sm_90+; see pdl.cuh): the kernel waits for its
   // predecessor's results first and lets its successor start at once. Same results either way.
   bool pdl = false;

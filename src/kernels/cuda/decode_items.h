@@ -14,6 +14,10 @@
 
 namespace fuselm {
 
+// A CTA of a cluster attends at least this many keys where the sequence allows (fewer ranks for
+// shorter sequences), so that each CTA's load latency is spent on a worthwhile share of them.
+inline constexpr int kMinRankKeys = 128;
+
 // How a sequence's cache is cut into splits, and who attends them. The cut depends on the sequence
 // alone (its length, the split size and the cluster size), never on the batch.
 //
@@ -28,10 +32,6 @@ namespace fuselm {
 // cluster * split_tokens tokens. An item is what one cluster takes: one split of cluster / ranks
 // head groups (consecutive), one per `ranks` CTAs, so short sequences fill the cluster with head
 // groups instead of leaving CTAs idle.
-// A CTA of a cluster attends at least this many keys where the sequence allows (fewer ranks for
-// shorter sequences), so that each CTA's load latency is spent on a worthwhile share of them.
-inline constexpr int kMinRankKeys = 128;
-
 struct DecodeSplitRule {
   int split_tokens = 0;  // keys per CTA at most (a whole split when cluster == 1)
   int cluster = 1;       // CTAs per cluster: 1, or a power of two
