@@ -154,6 +154,20 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     uint8_t* record = records + seq * ws_layout.record_bytes;
     float* lse_all = reinterpret_cast<float*>(record + ws_layout.lse_offset);  // [head][split]
     float* out_all = reinterpret_cast<float*>(record + ws_layout.out_offset);  // [head][split][HEAD_DIM]
+    uint16_t* group_out = out + (static_cast<int64_t>(seq) * n_heads + head0) * HEAD_DIM;
+    // A (row, 4 columns) unit of a result: normalised into the group's output, or as the split's
+    // partial with its log2-sum-exp, for the merge of the sequence's splits.
+    auto write_output = [&](int row, int d, float4 acc, float inv_sum) {
+      *reinterpret_cast<uint2*>(group_out + row * HEAD_DIM + d) =
+          make_uint2(Mma<T>::pack(acc.x * inv_sum, acc.y * inv_sum), Mma<T>::pack(acc.z * inv_sum, acc.w * inv_sum));
+    };
+    auto write_partial = [&](int row, int d, float4 acc, float row_max, float sum) {
+      const float inv_sum = 1.0f / sum;
+      const int64_t slot = static_cast<int64_t>(head0 + row) * rule.max_splits + split;
+      *reinterpret_cast<float4*>(out_all + slot * HEAD_DIM + d) =
+          make_float4(acc.x * inv_sum, acc.y * inv_sum, acc.z * inv_sum, acc.w * inv_sum);
+      if (d == 0) lse_all[slot] = row_max + log2f(sum);
+    };
     const int32_t* block_table = block_tables + static_cast<int64_t>(seq) * max_blocks_per_seq;
     const int newest = kv_len - 1;
 
@@ -303,14 +317,9 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
         if (d == 0) rank_stats[row * 2] = merged_max, rank_stats[row * 2 + 1] = sum;
         continue;
       }
-      const float inv_sum = 1.0f / sum;
-      const int64_t slot = static_cast<int64_t>(head0 + row) * rule.max_splits + split;
-      *reinterpret_cast<float4*>(out_all + slot * HEAD_DIM + d) =
-          make_float4(acc.x * inv_sum, acc.y * inv_sum, acc.z * inv_sum, acc.w * inv_sum);
-      if (d == 0) lse_all[slot] = merged_max + log2f(sum);
+      write_partial(row, d, acc, merged_max, sum);
     }
 
-    uint16_t* group_out = out + (static_cast<int64_t>(seq) * n_heads + head0) * HEAD_DIM;
     if (cluster > 1) {
       // The cluster's merge: every rank's state is visible after the barrier; a head group's ranks
       // (cluster ranks first_peer ..) share its (row, 4 columns) units, and each adds the ranks'
@@ -352,16 +361,10 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
           acc.z += o[r].z * weight;
           acc.w += o[r].w * weight;
         }
-        const float inv_sum = 1.0f / sum;
-        if (n_splits == 1) {
-          *reinterpret_cast<uint2*>(group_out + row * HEAD_DIM + d) = make_uint2(
-              Mma<T>::pack(acc.x * inv_sum, acc.y * inv_sum), Mma<T>::pack(acc.z * inv_sum, acc.w * inv_sum));
-          continue;
-        }
-        const int64_t slot = static_cast<int64_t>(head0 + row) * rule.max_splits + split;
-        *reinterpret_cast<float4*>(out_all + slot * HEAD_DIM + d) =
-            make_float4(acc.x * inv_sum, acc.y * inv_sum, acc.z * inv_sum, acc.w * inv_sum);
-        if (d == 0) lse_all[slot] = merged_max + log2f(sum);
+        if (n_splits == 1)
+          write_output(row, d, acc, 1.0f / sum);
+        else
+          write_partial(row, d, acc, merged_max, sum);
       }
       if (n_splits > 1 && !idle) __threadfence();
       // No rank leaves (and reuses its shared memory) while another may still read it.
@@ -428,9 +431,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
           acc.w += o[j].w * weight;
         }
       }
-      const float inv_sum = 1.0f / sum;
-      *reinterpret_cast<uint2*>(group_out + row * HEAD_DIM + d) =
-          make_uint2(Mma<T>::pack(acc.x * inv_sum, acc.y * inv_sum), Mma<T>::pack(acc.z * inv_sum, acc.w * inv_sum));
+      write_output(row, d, acc, 1.0f / sum);
     }
   }  // items
 
