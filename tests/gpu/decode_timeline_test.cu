@@ -1,5 +1,5 @@
 // The fused decode step's kernel timeline (kernel_trace.h): a check that every traced kernel stamps
-// a consistent record, and a lab that prints, for the synthetic Llama shapes at batch 1, where each
+// a consistent record, and a lab that prints, for the synthetic Llama shapes at batch 1 and 16, where each
 // kind of kernel starts, is released from its wait, and ends within a step, averaged over layers.
 #include <gtest/gtest.h>
 
@@ -18,36 +18,43 @@
 namespace fuselm {
 namespace {
 
-EngineOptions lab_options() {
+EngineOptions lab_options(int batch = 1) {
   EngineOptions o;
   o.device = DeviceKind::Cuda;
   o.dtype = DType::BF16;
   o.path = ExecutionPath::Fused;
-  o.max_batch = 1;
+  o.max_batch = batch;
   o.max_prefill_tokens = 512;
   o.max_seq_len = 1024;
   return o;
 }
 
-// Prefills `prompt` tokens into one sequence, then decodes `steps` tokens one step at a time and
-// returns every step's timeline.
-std::vector<std::vector<KernelTrace>> traced_steps(const Model& model, int prompt, int steps) {
+// Prefills `prompt` tokens into each of `batch` sequences, then decodes `steps` tokens per sequence,
+// all sequences in one step, and returns every step's timeline.
+std::vector<std::vector<KernelTrace>> traced_steps(const Model& model, int prompt, int steps, int batch = 1) {
   CudaEngineTuning tuning;
   tuning.trace_decode = true;
-  auto engine = make_cuda_engine(model, lab_options(), tuning);
-  const int seq = engine->add_sequence();
+  auto engine = make_cuda_engine(model, lab_options(batch), tuning);
   std::mt19937 gen(7);
   std::uniform_int_distribution<int32_t> pick(0, model.config.vocab_size - 1);
-  std::vector<int32_t> tokens(static_cast<size_t>(prompt));
-  for (int32_t& t : tokens) t = pick(gen);
+  std::vector<int> seqs;
   std::vector<float> logits;
-  SequenceChunk chunk{seq, tokens, false};
-  engine->forward(std::span<const SequenceChunk>(&chunk, 1), logits);
+  for (int b = 0; b < batch; ++b) {
+    seqs.push_back(engine->add_sequence());
+    std::vector<int32_t> tokens(static_cast<size_t>(prompt));
+    for (int32_t& t : tokens) t = pick(gen);
+    SequenceChunk chunk{seqs.back(), tokens, false};
+    engine->forward(std::span<const SequenceChunk>(&chunk, 1), logits);
+  }
   std::vector<std::vector<KernelTrace>> out;
+  std::vector<int32_t> next(static_cast<size_t>(batch));
   for (int s = 0; s < steps; ++s) {
-    const int32_t next = pick(gen);
-    SequenceChunk step{seq, std::span<const int32_t>(&next, 1), false};
-    engine->forward(std::span<const SequenceChunk>(&step, 1), logits);
+    std::vector<SequenceChunk> step;
+    for (int b = 0; b < batch; ++b) {
+      next[static_cast<size_t>(b)] = pick(gen);
+      step.push_back({seqs[static_cast<size_t>(b)], std::span<const int32_t>(&next[static_cast<size_t>(b)], 1), false});
+    }
+    engine->forward(step, logits);
     out.push_back(engine->decode_trace());
   }
   return out;
@@ -96,7 +103,7 @@ constexpr const char* kMarkNames =
     "marks: GEMMs m0 first stage landed, m1 K loop done, m2 epilogue starts; "
     "attention m0 q and prologue landed, m1 key loop done, m2 split partial written and counted";
 
-// Lab: batch 1, prompt 512, the mean over 16 steps and over the layers of each step of, per kind of
+// Lab: batch 1 and batch 16, prompt 512, the mean over 16 steps and over the layers of each step of, per kind of
 // kernel: when its first and last CTA start, are released from the wait, reach each mark (the
 // last CTA), and end, relative to its predecessor's end.
 TEST(DecodeTimeline, DISABLED_Lab) {
@@ -107,33 +114,35 @@ TEST(DecodeTimeline, DISABLED_Lab) {
   constexpr int kColumns = 8;
   const char* kColumnNames[kColumns] = {"start", "start_l", "rel", "rel_l", "m0_l", "m1_l", "m2_l", "end_l"};
   std::printf("[bench] us after the predecessor's end (_l: last CTA); %s\n", kMarkNames);
-  std::printf("[bench] %-13s %-9s", "shape", "kernel");
+  std::printf("[bench] %-13s %5s %-9s", "shape", "batch", "kernel");
   for (const char* c : kColumnNames) std::printf(" %8s", c);
   std::printf(" %8s\n", "step_us");
   for (const char* shape : {"llama-3.1-8b", "llama-3.2-1b"}) {
     auto model = load_model(std::string("synthetic:") + shape + "?vocab=32000", load);
-    const int layers = model->config.num_layers;
-    const auto steps = traced_steps(*model, 512, 16);
-    double sum[5][kColumns] = {}, step_us = 0;
-    int n = 0;
-    for (const std::vector<KernelTrace>& t : steps) {
-      step_us += (t.back().end() - t.front().start) * 1e-3;
-      for (int l = 0; l < layers; ++l) {
-        for (int op = 0; op < 5; ++op) {
-          const int i = fused_decode_trace_slot(l, static_cast<FusedTraceOp>(op));
-          const KernelTrace& k = t[static_cast<size_t>(i)];
-          const double prev_end = static_cast<double>(t[static_cast<size_t>(i - 1)].end());
-          const uint64_t at[kColumns] = {k.start, k.last_start(), k.released, k.last_released(),
-                                         k.mark(0),  k.mark(1),        k.mark(2),  k.end()};
-          for (int c = 0; c < kColumns; ++c) sum[op][c] += (static_cast<double>(at[c]) - prev_end) * 1e-3;
+    for (int batch : {1, 16}) {
+      const int layers = model->config.num_layers;
+      const auto steps = traced_steps(*model, 512, 16, batch);
+      double sum[5][kColumns] = {}, step_us = 0;
+      int n = 0;
+      for (const std::vector<KernelTrace>& t : steps) {
+        step_us += (t.back().end() - t.front().start) * 1e-3;
+        for (int l = 0; l < layers; ++l) {
+          for (int op = 0; op < 5; ++op) {
+            const int i = fused_decode_trace_slot(l, static_cast<FusedTraceOp>(op));
+            const KernelTrace& k = t[static_cast<size_t>(i)];
+            const double prev_end = static_cast<double>(t[static_cast<size_t>(i - 1)].end());
+            const uint64_t at[kColumns] = {k.start, k.last_start(), k.released, k.last_released(),
+                                           k.mark(0),  k.mark(1),        k.mark(2),  k.end()};
+            for (int c = 0; c < kColumns; ++c) sum[op][c] += (static_cast<double>(at[c]) - prev_end) * 1e-3;
+          }
+          ++n;
         }
-        ++n;
       }
-    }
-    for (int op = 0; op < 5; ++op) {
-      std::printf("[bench] %-13s %-9s", shape, kOps[op]);
-      for (int c = 0; c < kColumns; ++c) std::printf(" %8.2f", sum[op][c] / n);
-      std::printf(" %8.1f\n", step_us / steps.size());
+      for (int op = 0; op < 5; ++op) {
+        std::printf("[bench] %-13s %5d %-9s", shape, batch, kOps[op]);
+        for (int c = 0; c < kColumns; ++c) std::printf(" %8.2f", sum[op][c] / n);
+        std::printf(" %8.1f\n", step_us / steps.size());
+      }
     }
   }
 }
