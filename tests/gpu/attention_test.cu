@@ -795,6 +795,61 @@ TEST(AttentionBench, DISABLED_DecodeSplits) {
   }
 }
 
+// Decode in clusters against one CTA per split, by batch and length (the launcher's stages, one wave):
+// the wave's units, and us per launch.
+TEST(AttentionBench, DISABLED_DecodeClusters) {
+  REQUIRE_CUDA_DEVICE();
+  if (!clusters_supported()) GTEST_SKIP() << "thread-block clusters need sm_90 code on an sm_90+ GPU";
+  struct Shape {
+    const char* name;
+    int n_heads, n_kv_heads, head_dim;
+  };
+  struct Config {
+    int ranks, min_rank_keys;
+  };
+  const Shape shapes[] = {{"llama3-8b", 32, 8, 128}, {"llama3.2-1b", 32, 8, 64}};
+  const Config configs[] = {{1, kMinRankKeys}, {8, 128}, {8, 256}, {4, 128}, {2, 256}};
+  int device = 0, max_smem = 0;
+  ASSERT_CUDA(cudaGetDevice(&device));
+  ASSERT_CUDA(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  std::printf("[bench] %-12s %6s %6s %6s %6s %6s %10s %10s\n", "shape", "batch", "len", "ranks", "keys", "units",
+              "time(us)", "GB/s");
+  for (const Shape& sh : shapes) {
+    for (int batch : {1, 4, 16, 64}) {
+      for (int len : {520, 2048, 8192}) {
+        if (static_cast<int64_t>(batch) * len > 16 * 8192) continue;
+        std::mt19937 rng(11);
+        BenchCache cache;
+        make_bench_cache(cache, DType::BF16, batch, std::vector<int>(batch, len), sh.n_kv_heads, sh.head_dim, 16, rng);
+        const AttentionShape shape{sh.n_heads, sh.n_kv_heads, sh.head_dim, 1.0f / std::sqrt(float(sh.head_dim))};
+        DeviceBuffer<uint16_t> q(random_bits(DType::BF16, size_t{1} * batch * sh.n_heads * sh.head_dim, 3.0f, rng));
+        DeviceBuffer<uint16_t> out(q.size());
+        for (const Config& config : configs) {
+          DecodeAttentionPlan plan{256, (8192 + 255) / 256};
+          plan.cluster_ranks = config.ranks;
+          plan.min_rank_keys = config.min_rank_keys;
+          DeviceBuffer<uint8_t> ws(decode_attention_workspace_bytes(shape, plan, batch));
+          ASSERT_TRUE(cache.k.get() && q.get() && out.get() && ws.get());
+          ASSERT_TRUE(decode_attention_init_workspace(ws.get(), shape, plan, batch, nullptr).ok());
+          const DecodeVariant variant = attention_detail::choose_decode_variant(sh.head_dim, max_smem);
+          auto run = [&] {
+            return attention_detail::decode_attention_variant(variant, q.get(), out.get(), DType::BF16, shape,
+                                                              cache.view, cache.lens.get(), batch, plan, ws.get(),
+                                                              nullptr);
+          };
+          ASSERT_STATUS_OK(run());
+          ASSERT_CUDA(cudaDeviceSynchronize());
+          const double ms = median_ms([&] { (void)run(); });
+          const double kv_bytes = 2.0 * batch * len * sh.n_kv_heads * sh.head_dim * 2;
+          std::printf("[bench] %-12s %6d %6d %6d %6d %6d %10.1f %10.0f\n", sh.name, batch, len, config.ranks,
+                      config.min_rank_keys, attention_detail::decode_wave_units(variant, sh.head_dim, config.ranks),
+                      ms * 1e3, kv_bytes / ms / 1e6);
+        }
+      }
+    }
+  }
+}
+
 TEST(AttentionBench, DISABLED_Prefill) {
   REQUIRE_CUDA_DEVICE();
   struct Case {

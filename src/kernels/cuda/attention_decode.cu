@@ -459,6 +459,44 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   }
 }
 
+// One wave of the split kernel: the CTAs (clusters of `ranks`) that fit on the GPU at once, queried
+// once per kernel instance and cluster size (a failed query gives one CTA per SM, one cluster per
+// `ranks` SMs).
+template <class T, int HEAD_DIM, int STAGES>
+int decode_wave(int ranks) {
+  using Cfg = DecodeConfig<HEAD_DIM, STAGES>;
+  auto split_kernel = decode_split_kernel<T, HEAD_DIM, STAGES>;
+  static std::atomic<int> wave_units[kMaxClusterRanks + 1] = {};
+  int wave = wave_units[ranks].load(std::memory_order_relaxed);
+  if (wave != 0) return wave;
+  if (cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
+    cudaGetLastError();
+  int device = 0, sms = 132, per_sm = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    sms = 132;
+  if (ranks == 1) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, split_kernel, Cfg::kThreads, Cfg::kSmemBytes) !=
+        cudaSuccess)
+      per_sm = 1;
+    wave = std::max(1, sms * std::max(1, per_sm));
+  } else {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(ranks));
+    config.blockDim = dim3(Cfg::kThreads);
+    config.dynamicSmemBytes = Cfg::kSmemBytes;
+    LaunchAttributes cluster_only(ranks, false);
+    config.attrs = cluster_only.attrs;
+    config.numAttrs = cluster_only.count;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, split_kernel, &config) != cudaSuccess) clusters = 0;
+    cudaGetLastError();
+    wave = std::max(1, clusters > 0 ? clusters : sms / ranks);
+  }
+  wave_units[ranks].store(wave, std::memory_order_relaxed);
+  return wave;
+}
+
 template <class F>
 Status dispatch_stages(int stages, F&& f) {
   switch (stages) {
@@ -481,6 +519,19 @@ DecodeVariant choose_decode_variant(int head_dim, int max_smem_per_block) {
   // give a block: two there.
   const int three_stage_smem = head_dim == 64 ? DecodeConfig<64, 3>::kSmemBytes : DecodeConfig<128, 3>::kSmemBytes;
   return DecodeVariant{three_stage_smem <= max_smem_per_block ? 3 : 2};
+}
+
+int decode_wave_units(const DecodeVariant& variant, int head_dim, int cluster_ranks) {
+  int wave = 0;
+  const auto query = [&](auto head_dim_tag) {
+    constexpr int kHeadDim = decltype(head_dim_tag)::value;
+    return dispatch_stages(variant.stages, [&](auto stages_tag) -> Status {
+      wave = decode_wave<__nv_bfloat16, kHeadDim, decltype(stages_tag)::value>(cluster_ranks);
+      return Status();
+    });
+  };
+  (void)dispatch_head_dim(head_dim, query, [] { return Status(); });
+  return wave;
 }
 
 Status decode_attention_variant(const DecodeVariant& variant, const void* q, void* out, DType dtype,
@@ -523,35 +574,7 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
         auto split_kernel = decode_split_kernel<T, kHeadDim, kStages>;
         FUSELM_CUDA_RETURN(
             cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
-        // One wave: the CTAs (clusters) that fit on the GPU at once, queried once per kernel
-        // instance and cluster size (a failed query gives one CTA per SM, one cluster per ranks SMs).
-        static std::atomic<int> wave_units[kMaxClusterRanks + 1] = {};
-        int wave = wave_units[ranks].load(std::memory_order_relaxed);
-        if (wave == 0) {
-          int device = 0, sms = 132, per_sm = 0;
-          if (cudaGetDevice(&device) != cudaSuccess ||
-              cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-            sms = 132;
-          if (ranks == 1) {
-            if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, split_kernel, Cfg::kThreads, Cfg::kSmemBytes) !=
-                cudaSuccess)
-              per_sm = 1;
-            wave = std::max(1, sms * std::max(1, per_sm));
-          } else {
-            cudaLaunchConfig_t config{};
-            config.gridDim = dim3(static_cast<unsigned>(ranks));
-            config.blockDim = dim3(Cfg::kThreads);
-            config.dynamicSmemBytes = Cfg::kSmemBytes;
-            LaunchAttributes cluster_only(ranks, false);
-            config.attrs = cluster_only.attrs;
-            config.numAttrs = cluster_only.count;
-            int clusters = 0;
-            if (cudaOccupancyMaxActiveClusters(&clusters, split_kernel, &config) != cudaSuccess) clusters = 0;
-            cudaGetLastError();
-            wave = std::max(1, clusters > 0 ? clusters : sms / ranks);
-          }
-          wave_units[ranks].store(wave, std::memory_order_relaxed);
-        }
+        const int wave = decode_wave<T, kHeadDim, kStages>(ranks);
         // No more CTAs (clusters) than the step can have items: in clusters, with splits of at least
         // min_rank_keys, a sequence with fewer ranks than the cluster is one split (of at most
         // n_groups items), and one with a full cluster has ceil(max_splits_per_seq / ranks) splits at

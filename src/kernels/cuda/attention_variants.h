@@ -41,6 +41,11 @@ Status prefill_attention_variant(const PrefillVariant& variant, const void* q, v
                                  const AttentionShape& shape, const PagedKvView& kv, const int32_t* q_starts,
                                  const int32_t* kv_lens, int batch, int max_q_len, cudaStream_t stream);
 
+// CTAs (clusters, with cluster_ranks > 1) of one wave of the decode kernel with `variant`'s stages
+// on this GPU: the grid when variant.ctas is 0, unless the step has fewer items. 0 for a head_dim
+// without a tensor-core kernel.
+int decode_wave_units(const DecodeVariant& variant, int head_dim, int cluster_ranks);
+
 Status decode_attention_variant(const DecodeVariant& variant, const void* q, void* out, DType dtype,
                                 const AttentionShape& shape, const PagedKvView& kv, const int32_t* kv_lens, int batch,
                                 const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream);
