@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -97,10 +98,36 @@ TEST(DecodeItems, ClusterSplitsFollowTheSequencesLength) {
   EXPECT_EQ(decode_splits(4097, 4096, rule), 0);  // past the block table
 }
 
+// A window over `lens` filled one sequence at a time, as the kernel's threads fill it together.
+template <int kWindow>
+struct HostWindow {
+  const std::vector<int32_t>& lens;
+  int64_t capacity;
+  int groups;
+  DecodeSplitRule rule;
+  int32_t ends[kWindow] = {}, window_lens[kWindow] = {};
+  int fills = 0;
+
+  int fill(int first_seq) {
+    ++fills;
+    int sum = 0;
+    for (int i = 0; i < kWindow; ++i) {
+      const int seq = first_seq + i;
+      const int len = seq < static_cast<int>(lens.size()) ? lens[seq] : 0;
+      if (seq < static_cast<int>(lens.size())) sum += decode_seq_items(len, capacity, groups, rule);
+      ends[i] = sum;
+      window_lens[i] = len;
+    }
+    return sum;
+  }
+};
+
 // Every item is found exactly once, in order, whether a CTA walks all of them or, as CTAs do,
-// skips ahead by any amount (claims from a shared counter only grow).
-TEST(DecodeItems, CursorFindsEveryItemInOrderWhateverTheStride) {
-  std::mt19937 rng(3);
+// skips ahead by any amount (claims from a shared counter only grow), for windows smaller and
+// larger than the batch.
+template <int kWindow>
+void check_window_finds_every_item() {
+  std::mt19937 rng(3 + kWindow);
   const int64_t capacity = 4096;
   const int split_tokens = 256, max_splits = 12;
   for (int trial = 0; trial < 100; ++trial) {
@@ -113,34 +140,61 @@ TEST(DecodeItems, CursorFindsEveryItemInOrderWhateverTheStride) {
       len = kind == 0 ? 0 : kind == 1 ? 3200 : 1 + static_cast<int32_t>(rng() % 3000);  // 3200: 13 splits, too many
     }
     const std::vector<Item> want = reference_items(lens, groups, capacity, split_tokens, max_splits, cluster);
+    SCOPED_TRACE("window " + std::to_string(kWindow) + ", trial " + std::to_string(trial));
 
-    DecodeItemCursor all;
-    all.start(lens.data(), capacity, groups, rule);
+    HostWindow<kWindow> host{lens, capacity, groups, rule};
+    auto fill = [&](int first_seq) { return host.fill(first_seq); };
+    DecodeItemWindow<kWindow> all;
+    DecodeItemCursor cursor;
+    all.start(batch, fill);
     std::vector<Item> got;
-    for (int64_t item = 0; all.seek(item, lens.data(), batch, groups, capacity, rule); ++item)
-      got.push_back({all.seq, all.split_of(item), all.group_of(item)});
-    ASSERT_EQ(got.size(), want.size()) << "trial " << trial;
-    EXPECT_TRUE(got == want) << "trial " << trial;
+    for (int64_t item = 0; all.seek(item, batch, host.ends, host.window_lens, fill, cursor, capacity, groups, rule);
+         ++item) {
+      got.push_back({cursor.seq, cursor.split_of(item), cursor.group_of(item)});
+      EXPECT_EQ(cursor.kv_len, lens[cursor.seq]);
+    }
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_TRUE(got == want);
+    EXPECT_LE(host.fills, (batch + kWindow - 1) / kWindow);  // each window is filled once
 
-    DecodeItemCursor skipping;
-    skipping.start(lens.data(), capacity, groups, rule);
+    DecodeItemWindow<kWindow> skipping;
+    skipping.start(batch, fill);
     for (int64_t item = rng() % 5;
-         skipping.seek(item, lens.data(), batch, groups, capacity, rule);
+         skipping.seek(item, batch, host.ends, host.window_lens, fill, cursor, capacity, groups, rule);
          item += 1 + rng() % 7) {
       ASSERT_LT(item, static_cast<int64_t>(want.size()));
-      const Item at{skipping.seq, skipping.split_of(item), skipping.group_of(item)};
-      EXPECT_TRUE(at == want[item]) << "trial " << trial << ", item " << item;
-      EXPECT_EQ(skipping.kv_len, lens[at.seq]);
+      const Item at{cursor.seq, cursor.split_of(item), cursor.group_of(item)};
+      EXPECT_TRUE(at == want[item]) << "item " << item;
+      EXPECT_EQ(cursor.kv_len, lens[at.seq]);
     }
   }
 }
 
+TEST(DecodeItems, WindowFindsEveryItemInOrderWhateverTheStride) {
+  check_window_finds_every_item<1>();
+  check_window_finds_every_item<3>();
+  check_window_finds_every_item<8>();
+  check_window_finds_every_item<128>();
+}
+
+TEST(DecodeItems, WindowFindSkipsSequencesWithoutItems) {
+  const int32_t ends[] = {0, 0, 3, 3, 3, 7, 8};
+  EXPECT_EQ(decode_window_find(ends, 7, 0), 2);
+  EXPECT_EQ(decode_window_find(ends, 7, 2), 2);
+  EXPECT_EQ(decode_window_find(ends, 7, 3), 5);
+  EXPECT_EQ(decode_window_find(ends, 7, 6), 5);
+  EXPECT_EQ(decode_window_find(ends, 7, 7), 6);
+}
+
 TEST(DecodeItems, NoItemsWhenNoSequenceFits) {
   const std::vector<int32_t> lens{0, 0, 5000};
-  DecodeItemCursor c;
   const DecodeSplitRule rule{256, 1, 32};
-  c.start(lens.data(), 4096, 8, rule);
-  EXPECT_FALSE(c.seek(0, lens.data(), 3, 8, 4096, rule));
+  HostWindow<2> host{lens, 4096, 8, rule};
+  auto fill = [&](int first_seq) { return host.fill(first_seq); };
+  DecodeItemWindow<2> window;
+  DecodeItemCursor cursor;
+  window.start(3, fill);
+  EXPECT_FALSE(window.seek(0, 3, host.ends, host.window_lens, fill, cursor, 4096, 8, rule));
 }
 
 }  // namespace

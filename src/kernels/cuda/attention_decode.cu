@@ -2,7 +2,7 @@
 //
 // 1. Work items: one fixed-size chunk (split) of one sequence's cache for the (up to) 16 query
 //    heads of one GQA group, so every K/V byte of the chunk is read once for the whole group. One
-//    wave of CTAs takes the step's items in turn (DecodeItemCursor), so the grid, fixed when a
+//    wave of CTAs takes the step's items in turn (DecodeItemWindow), so the grid, fixed when a
 //    graph is captured, never depends on the lengths. K/V move global -> shared with 16-byte
 //    cp.async copies through a ring of 64-key stages (2-4: attention_variants.h), so one or more
 //    stages are in flight while one is consumed; S = QK^T and PV run on tensor cores (the group's
@@ -129,11 +129,36 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   __shared__ int64_t claimed;  // in rank 0: the cluster's next item
   constexpr int kMaxSplitBlocks = 64;
   __shared__ int32_t split_blocks[kMaxSplitBlocks];
+  // The items' sequences, found in a window of kThreads sequences whose lengths and item counts the
+  // threads load and sum together (walking the lengths one sequence at a time was a round trip per
+  // sequence before a CTA's first item: at batch 64 most of the kernel's time).
+  __shared__ int32_t window_ends[Cfg::kThreads], window_lens[Cfg::kThreads], warp_items[Cfg::kWarps];
+  const auto fill_window = [&](int first_seq) {
+    __syncthreads();  // every read of the previous window is done
+    const int seq = first_seq + tid;
+    const int len = seq < batch ? kv_lens[seq] : 0;
+    int items = seq < batch ? decode_seq_items(len, capacity, n_groups, rule) : 0;
+    #pragma unroll
+    for (int offset = 1; offset < 32; offset *= 2) {
+      const int below = __shfl_up_sync(0xffffffffu, items, offset);
+      if (lane >= offset) items += below;
+    }
+    if (lane == 31) warp_items[warp] = items;
+    __syncthreads();
+    for (int w = 0; w < warp; ++w) items += warp_items[w];
+    window_ends[tid] = items;
+    window_lens[tid] = len;
+    __syncthreads();
+    return window_ends[Cfg::kThreads - 1];
+  };
+  DecodeItemWindow<Cfg::kThreads> window;
+  window.start(batch, fill_window);
   DecodeItemCursor cursor;
-  if (batch > 0) cursor.start(kv_lens, capacity, n_groups, rule);
   bool waited = false;
   int64_t next_item = 0;
-  for (int64_t item = unit; cursor.seek(item, kv_lens, batch, n_groups, capacity, rule); item = next_item) {
+  for (int64_t item = unit;
+       window.seek(item, batch, window_ends, window_lens, fill_window, cursor, capacity, n_groups, rule);
+       item = next_item) {
     // The barrier: the previous item's shared-memory reads (and of `claimed`) are done. Claims
     // only grow, so a CTA's items come in increasing order, as the cursor needs. (With clusters the
     // previous item ended at a cluster barrier.)

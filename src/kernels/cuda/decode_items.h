@@ -74,31 +74,46 @@ FUSELM_HD int decode_splits(int kv_len, int64_t capacity, const DecodeSplitRule&
   return (kv_len + split - 1) / split;
 }
 
-// Maps item numbers to (sequence, split, first head group). A CTA (cluster) asks for its items in
-// increasing order, so the cursor only moves forward: reading the lengths costs O(batch + items).
+// Items of one sequence: its splits, times the items each split takes (head groups per item).
+FUSELM_HD int decode_seq_items(int kv_len, int64_t capacity, int groups, const DecodeSplitRule& rule) {
+  const int per_item = rule.cluster / decode_ranks(kv_len, rule);
+  return decode_splits(kv_len, capacity, rule) * ((groups + per_item - 1) / per_item);
+}
+
+// The sequence of a window of consecutive sequences that holds an item: `ends` holds the window's
+// inclusive prefix sums of decode_seq_items, `rel` the item's number past the window's first item
+// (< ends[n - 1]); returns the smallest i with ends[i] > rel (a binary search).
+FUSELM_HD int decode_window_find(const int32_t* ends, int n, int64_t rel) {
+  int lo = 0, hi = n - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (ends[mid] > rel)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+// Where an item is: its sequence (and that sequence's length and shape of work), from which the
+// item's split and first head group follow.
 struct DecodeItemCursor {
-  int seq = 0, n_splits = 0, kv_len = 0;  // the current sequence
+  int seq = 0, n_splits = 0, kv_len = 0;  // the item's sequence
   int ranks = 1;                          // CTAs per split of it
   int groups_per_item = 1;                // head groups per item: cluster / ranks
   int64_t first_item = 0;                 // number of its first item
 
-  // Starts at sequence 0 (batch > 0).
-  FUSELM_HD void start(const int32_t* kv_lens, int64_t capacity, int groups, const DecodeSplitRule& rule) {
-    seq = 0;
-    first_item = 0;
-    load(kv_lens, capacity, groups, rule);
+  // Places the cursor at sequence `s` of `len` tokens, whose first item is `first`.
+  FUSELM_HD void at(int s, int len, int64_t first, int64_t capacity, int groups, const DecodeSplitRule& rule) {
+    seq = s;
+    first_item = first;
+    kv_len = len;
+    n_splits = decode_splits(len, capacity, rule);
+    ranks = decode_ranks(len, rule);
+    groups_per_item = rule.cluster / ranks;
+    items_per_split = (groups + groups_per_item - 1) / groups_per_item;
   }
-  // Moves to the sequence that holds `item` (>= every item asked before); false past the last item.
-  FUSELM_HD bool seek(int64_t item, const int32_t* kv_lens, int batch, int groups, int64_t capacity,
-                      const DecodeSplitRule& rule) {
-    while (seq < batch) {
-      if (item < first_item + static_cast<int64_t>(n_splits) * items_per_split) return true;
-      first_item += static_cast<int64_t>(n_splits) * items_per_split;
-      if (++seq < batch) load(kv_lens, capacity, groups, rule);
-    }
-    return false;
-  }
-  // The split and first head group of `item`, once seek(item) returned true.
+  // The split and first head group of an item of this sequence.
   FUSELM_HD int split_of(int64_t item) const { return static_cast<int>((item - first_item) / items_per_split); }
   FUSELM_HD int group_of(int64_t item) const {
     return static_cast<int>((item - first_item) % items_per_split) * groups_per_item;
@@ -106,13 +121,39 @@ struct DecodeItemCursor {
 
  private:
   int items_per_split = 1;
+};
 
-  FUSELM_HD void load(const int32_t* kv_lens, int64_t capacity, int groups, const DecodeSplitRule& rule) {
-    kv_len = kv_lens[seq];
-    n_splits = decode_splits(kv_len, capacity, rule);
-    ranks = decode_ranks(kv_len, rule);
-    groups_per_item = rule.cluster / ranks;
-    items_per_split = (groups + groups_per_item - 1) / groups_per_item;
+// Finds items among a batch's sequences kWindow sequences at a time. The window's prefix sums
+// (`ends`) and lengths (`lens`) are written by a fill callback: `fill(first_seq)` writes
+// ends[i] = decode_seq_items of sequences first_seq .. first_seq + i summed (0 items past the
+// batch) and lens[i] = their lengths, for i < kWindow, and returns ends[kWindow - 1]. In the kernel
+// the CTA's threads fill it together in shared memory, one length each: one round trip per window
+// instead of one per sequence. Items must be asked for in increasing order (claims only grow).
+template <int kWindow>
+struct DecodeItemWindow {
+  int first_seq = 0;       // the window's first sequence
+  int64_t first_item = 0;  // the number of its first item
+  int items = 0;           // its items
+
+  template <class Fill>
+  FUSELM_HD void start(int batch, Fill&& fill) {
+    first_seq = 0;
+    first_item = 0;
+    items = batch > 0 ? fill(0) : 0;
+  }
+  // Places `cursor` at the sequence that holds `item`; false past the batch's last item.
+  template <class Fill>
+  FUSELM_HD bool seek(int64_t item, int batch, const int32_t* ends, const int32_t* lens, Fill&& fill,
+                      DecodeItemCursor& cursor, int64_t capacity, int groups, const DecodeSplitRule& rule) {
+    while (item >= first_item + items) {
+      if (first_seq + kWindow >= batch) return false;
+      first_item += items;
+      first_seq += kWindow;
+      items = fill(first_seq);
+    }
+    const int i = decode_window_find(ends, kWindow, item - first_item);
+    cursor.at(first_seq + i, lens[i], first_item + (i > 0 ? ends[i - 1] : 0), capacity, groups, rule);
+    return true;
   }
 };
 
