@@ -330,7 +330,7 @@ TEST_P(DecodeTest, RaggedBatchesMatchCpuReference) {
     int batch, block_size, split_tokens;
   };
   for (int ranks : decode_cluster_ranks())
-    // 200 sequences: the kernel finds items in windows of 128 sequences; this crosses one.
+    // 200 sequences: the kernel finds items in windows of 32 sequences; this crosses several.
     for (Run r : {Run{1, 16, 256}, Run{7, 32, 64}, Run{64, 16, 256}, Run{23, 32, 512}, Run{200, 16, 256}}) {
       const std::vector<int> lens = ragged_lengths(r.batch, rng);
       check_decode(c.dtype, c.head_dim, /*n_kv_heads=*/2, c.group, r.block_size, r.split_tokens, lens, rng, ranks);

@@ -12,7 +12,8 @@
 // 2. The CTA that finishes the last split of a (sequence, head group), found with a counter in the
 //    workspace, merges the group's splits in split order and writes the output: whichever CTA it
 //    is, the merge reads the same partials in the same order, so the bits do not depend on timing.
-//    This spares a combine kernel per layer (its launch and its wait for the split kernel).
+//    This spares a combine kernel per layer (its launch and its wait for the split kernel). A
+//    sequence of one split is written straight to the output.
 // 3. With thread-block clusters (sm_90), an item belongs to a whole cluster: each head group's
 //    split is attended by `ranks` CTAs, each taking its own stretch of the split's keys, and the
 //    ranks' states are merged in rank order through distributed shared memory. How a sequence is
@@ -129,35 +130,36 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   __shared__ int64_t claimed;  // in rank 0: the cluster's next item
   constexpr int kMaxSplitBlocks = 64;
   __shared__ int32_t split_blocks[kMaxSplitBlocks];
-  // The items' sequences, found in a window of kThreads sequences whose lengths and item counts the
-  // threads load and sum together (walking the lengths one sequence at a time was a round trip per
-  // sequence before a CTA's first item: at batch 64 most of the kernel's time).
-  __shared__ int32_t window_ends[Cfg::kThreads], window_lens[Cfg::kThreads], warp_items[Cfg::kWarps];
+  // The items' sequences, found 32 at a time: each warp's lanes load one length each and sum the
+  // items by shuffles, redundantly in every warp, with no barrier (walking the lengths one sequence
+  // at a time was a round trip per sequence before a CTA's first item: at batch 64 most of the
+  // kernel's time).
+  int lane_len = 0, lane_items_end = 0;  // the window's sequence first_seq + lane: length, items up to it
   const auto fill_window = [&](int first_seq) {
-    __syncthreads();  // every read of the previous window is done
-    const int seq = first_seq + tid;
-    const int len = seq < batch ? kv_lens[seq] : 0;
-    int items = seq < batch ? decode_seq_items(len, capacity, n_groups, rule) : 0;
+    const int seq = first_seq + lane;
+    lane_len = seq < batch ? kv_lens[seq] : 0;
+    int items = seq < batch ? decode_seq_items(lane_len, capacity, n_groups, rule) : 0;
     #pragma unroll
     for (int offset = 1; offset < 32; offset *= 2) {
       const int below = __shfl_up_sync(0xffffffffu, items, offset);
       if (lane >= offset) items += below;
     }
-    if (lane == 31) warp_items[warp] = items;
-    __syncthreads();
-    for (int w = 0; w < warp; ++w) items += warp_items[w];
-    window_ends[tid] = items;
-    window_lens[tid] = len;
-    __syncthreads();
-    return window_ends[Cfg::kThreads - 1];
+    lane_items_end = items;
+    return __shfl_sync(0xffffffffu, items, 31);
   };
-  DecodeItemWindow<Cfg::kThreads> window;
+  const auto locate_in_window = [&](int64_t rel, int& i, int& before, int& len) {
+    i = __ffs(__ballot_sync(0xffffffffu, lane_items_end > rel)) - 1;
+    const int previous_end = __shfl_sync(0xffffffffu, lane_items_end, i > 0 ? i - 1 : 0);
+    before = i > 0 ? previous_end : 0;
+    len = __shfl_sync(0xffffffffu, lane_len, i);
+  };
+  DecodeItemWindow<32> window;
   window.start(batch, fill_window);
   DecodeItemCursor cursor;
   bool waited = false;
   int64_t next_item = 0;
   for (int64_t item = unit;
-       window.seek(item, batch, window_ends, window_lens, fill_window, cursor, capacity, n_groups, rule);
+       window.seek(item, batch, fill_window, locate_in_window, cursor, capacity, n_groups, rule);
        item = next_item) {
     // The barrier: the previous item's shared-memory reads (and of `claimed`) are done. Claims
     // only grow, so a CTA's items come in increasing order, as the cursor needs. (With clusters the
@@ -342,7 +344,11 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
         if (d == 0) rank_stats[row * 2] = merged_max, rank_stats[row * 2 + 1] = sum;
         continue;
       }
-      write_partial(row, d, acc, merged_max, sum);
+      // A sequence of one split is done here (the same bits as its merge of one split: weight 1).
+      if (n_splits == 1)
+        write_output(row, d, acc, 1.0f / sum);
+      else
+        write_partial(row, d, acc, merged_max, sum);
     }
 
     if (cluster > 1) {
@@ -401,15 +407,18 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     } else {
       // Each split counts itself in for its head group. Every thread fences its own partial
       // writes before the count, and the merging CTA reads the partials from L2.
-      __threadfence();
+      if (n_splits > 1) __threadfence();
       __syncthreads();
       next_item = claimed;
+      if (n_splits == 1) {
+        if (tid == 0) trace_mark(trace, 2);
+        continue;
+      }
     }
     if (tid == 0) {
       int* counter = reinterpret_cast<int*>(record) + group_index;
-      const int before = n_splits == 1 ? 0 : atomicAdd(counter, 1);
-      merges = before == n_splits - 1;
-      if (merges && n_splits > 1) atomicExch(counter, 0);  // ready for the next launch
+      merges = atomicAdd(counter, 1) == n_splits - 1;
+      if (merges) atomicExch(counter, 0);  // ready for the next launch
       __threadfence();
     }
     __syncthreads();

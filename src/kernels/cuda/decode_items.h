@@ -80,21 +80,6 @@ FUSELM_HD int decode_seq_items(int kv_len, int64_t capacity, int groups, const D
   return decode_splits(kv_len, capacity, rule) * ((groups + per_item - 1) / per_item);
 }
 
-// The sequence of a window of consecutive sequences that holds an item: `ends` holds the window's
-// inclusive prefix sums of decode_seq_items, `rel` the item's number past the window's first item
-// (< ends[n - 1]); returns the smallest i with ends[i] > rel (a binary search).
-FUSELM_HD int decode_window_find(const int32_t* ends, int n, int64_t rel) {
-  int lo = 0, hi = n - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (ends[mid] > rel)
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  return lo;
-}
-
 // Where an item is: its sequence (and that sequence's length and shape of work), from which the
 // item's split and first head group follow.
 struct DecodeItemCursor {
@@ -123,12 +108,13 @@ struct DecodeItemCursor {
   int items_per_split = 1;
 };
 
-// Finds items among a batch's sequences kWindow sequences at a time. The window's prefix sums
-// (`ends`) and lengths (`lens`) are written by a fill callback: `fill(first_seq)` writes
-// ends[i] = decode_seq_items of sequences first_seq .. first_seq + i summed (0 items past the
-// batch) and lens[i] = their lengths, for i < kWindow, and returns ends[kWindow - 1]. In the kernel
-// the CTA's threads fill it together in shared memory, one length each: one round trip per window
-// instead of one per sequence. Items must be asked for in increasing order (claims only grow).
+// Finds items among a batch's sequences kWindow sequences at a time. Two callbacks hold the window:
+// `fill(first_seq)` takes in sequences first_seq .. first_seq + kWindow - 1 (no items past the
+// batch) and returns their items (decode_seq_items summed); `locate(rel, i, before, len)` finds the
+// window's sequence i that holds its item number `rel` (< the window's items), the items of the
+// window's sequences before it and its length. In the kernel a warp's lanes take one sequence each
+// (a prefix sum by shuffles, a ballot to locate): one round trip per window instead of one per
+// sequence. Items must be asked for in increasing order (claims only grow).
 template <int kWindow>
 struct DecodeItemWindow {
   int first_seq = 0;       // the window's first sequence
@@ -142,17 +128,18 @@ struct DecodeItemWindow {
     items = batch > 0 ? fill(0) : 0;
   }
   // Places `cursor` at the sequence that holds `item`; false past the batch's last item.
-  template <class Fill>
-  FUSELM_HD bool seek(int64_t item, int batch, const int32_t* ends, const int32_t* lens, Fill&& fill,
-                      DecodeItemCursor& cursor, int64_t capacity, int groups, const DecodeSplitRule& rule) {
+  template <class Fill, class Locate>
+  FUSELM_HD bool seek(int64_t item, int batch, Fill&& fill, Locate&& locate, DecodeItemCursor& cursor,
+                      int64_t capacity, int groups, const DecodeSplitRule& rule) {
     while (item >= first_item + items) {
       if (first_seq + kWindow >= batch) return false;
       first_item += items;
       first_seq += kWindow;
       items = fill(first_seq);
     }
-    const int i = decode_window_find(ends, kWindow, item - first_item);
-    cursor.at(first_seq + i, lens[i], first_item + (i > 0 ? ends[i - 1] : 0), capacity, groups, rule);
+    int i = 0, before = 0, len = 0;
+    locate(item - first_item, i, before, len);
+    cursor.at(first_seq + i, len, first_item + before, capacity, groups, rule);
     return true;
   }
 };
