@@ -63,8 +63,9 @@ FUSELM_HD int decode_split_tokens(int kv_len, const DecodeSplitRule& rule) {
 // the workspace's split slots. The kernel writes NaN for a sequence that does not.
 FUSELM_HD bool decode_length_ok(int kv_len, int64_t capacity, const DecodeSplitRule& rule) {
   if (kv_len > capacity) return false;
-  const int split = decode_split_tokens(kv_len, rule);
-  return (static_cast<int64_t>(kv_len) + split - 1) / split <= rule.max_splits;
+  // ceil(kv_len / split) <= max_splits, without a 64-bit division (the kernel's CTAs evaluate this
+  // before their first loads).
+  return static_cast<int64_t>(decode_split_tokens(kv_len, rule)) * rule.max_splits >= kv_len;
 }
 
 // Splits of a sequence with work to do: 0 for an empty sequence or one that does not fit the plan.
