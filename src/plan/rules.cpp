@@ -64,8 +64,8 @@ constexpr PlanRule kRules[] = {
     {.ops = bit(PlanOp::DecodeAttention), .shape = exactly(128), .sm = kHopper, .choice = "mma_c8",
      .evidence = "H200 bf16, Llama-3.1-8B shape: the split-KV kernel in clusters of 8 (a sequence of up to 2,048 "
                  "tokens is one split over up to 8 CTAs of >= 128 keys, merged in distributed shared memory): batch 1 "
-                 "decode 235.0-236.0 against 228.0-228.3 tok/s with one CTA per split, batch 16 2,521-2,533 against "
-                 "2,733-2,736 output tok/s (bench/results/dev/ab/clusters/; docs/kernels/attention.md)"},
+                 "decode 234.8-235.3 against 227.2-227.6 tok/s with one CTA per split, batch 16 2,772-2,782 against "
+                 "2,873-2,882 output tok/s (bench/results/dev/ab/2ed84a3/; docs/kernels/attention.md)"},
     {.ops = bit(PlanOp::DecodeAttention), .shape = exactly(128), .sm = kAmpereOrNewer, .choice = "mma",
      .evidence = "tensor-core split-KV kernel: one wave of CTAs takes (split, head group) items, 3 K/V stages "
                  "(2 where a block cannot have 100 KB) (kernels/cuda/attention_decode.cu)"},
