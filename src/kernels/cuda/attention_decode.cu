@@ -165,7 +165,10 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     // only grow, so a CTA's items come in increasing order, as the cursor needs. (With clusters the
     // previous item ended at a cluster barrier.)
     if (item != unit && cluster == 1) __syncthreads();
-    if (tid == 0 && cluster_rank == 0) claimed = units + static_cast<int64_t>(atomicAdd(next_unclaimed, 1));
+    // The claim's answer is first needed after the key loop: kept in a register until then, so that
+    // the thread that claims does not wait for the atomic before the item's first loads.
+    int claim = 0;
+    if (tid == 0 && cluster_rank == 0) claim = atomicAdd(next_unclaimed, 1);
     const int seq = cursor.seq, kv_len = cursor.kv_len, n_splits = cursor.n_splits;
     // The item's head groups take `ranks` CTAs each: this CTA is rank `rank` of group group_index
     // (past the last group when the item has fewer groups than the cluster has room for: idle).
@@ -290,7 +293,8 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     }
 
     // Merge the four warps' states in warp order. The barrier also retires every read of the K/V
-    // stages, which the merge area overwrites.
+    // stages, which the merge area overwrites (and publishes the claim).
+    if (tid == 0 && cluster_rank == 0) claimed = units + static_cast<int64_t>(claim);
     cp_async_wait<0>();
     __syncthreads();
     if (tid == 0) trace_mark(trace, 1);  // the key loop is done
