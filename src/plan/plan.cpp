@@ -286,6 +286,9 @@ void validate_plan(const Plan& plan, const std::string& where) {
     check(is_known(skinny_gemm_variant_names(), c.single_token_variant), "decode.gemm.", op,
           ".single_token_variant '", c.single_token_variant, "' is not a decode GEMM variant of this build (known: ",
           join(skinny_gemm_variant_names()), ")");
+    for (const std::string& v : {c.variant, c.single_token_variant})
+      check(!skinny_variant_needs_sm90(v) || g.sm() >= 90, "decode.gemm.", op, " names ", v,
+            ", which needs thread-block clusters (compute capability 9.0+); the plan's GPU is sm_", g.sm());
     const std::string one_class = skinny_rounding_class(c.single_token_variant);
     const std::string more_class = skinny_rounding_class(c.variant);
     check(one_class == more_class, "decode.gemm.", op, ": the single-token variant ", c.single_token_variant,
@@ -307,6 +310,8 @@ void validate_plan(const Plan& plan, const std::string& where) {
         "' is unknown (known: ", join(decode_attention_kernel_names()), ")");
   check(!a.kernel.starts_with("mma") || m.head_dim == 64 || m.head_dim == 128, "decode.attention.kernel mma needs head_dim 64 "
         "or 128, the model's is ", m.head_dim);
+  check(!decode_attention_kernel_needs_sm90(a.kernel) || g.sm() >= 90, "decode.attention.kernel ", a.kernel,
+        " runs in thread-block clusters (compute capability 9.0+); the plan's GPU is sm_", g.sm());
   check(a.split_tokens > 0 && a.split_tokens % plan.kv_block_size == 0, "decode.attention.split_tokens ",
         a.split_tokens, " is not a positive multiple of the KV block size ", plan.kv_block_size);
   for (const SplitTiming& t : a.timings)

@@ -153,6 +153,12 @@ std::string skinny_rounding_class(std::string_view variant) {
   return k_split == 1 ? str_cat("k", warps) : str_cat("k", k_split, "x", warps);
 }
 
+bool skinny_variant_needs_sm90(std::string_view variant) {
+  return variant.find("_k") != std::string_view::npos || variant.ends_with("_cta");
+}
+
+bool decode_attention_kernel_needs_sm90(std::string_view kernel) { return kernel == "mma_c8"; }
+
 const PlanRule& find_plan_rule(PlanOp op, DType dtype, double shape, const GpuIdentity& gpu) {
   const double memory_gib = static_cast<double>(gpu.memory_bytes) / double(uint64_t{1} << 30);
   for (const PlanRule& r : kRules) {

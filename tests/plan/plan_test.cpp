@@ -552,6 +552,24 @@ TEST_F(PlanFile, InconsistentEdits) {
   expect_load_error(j, {"prefill.buckets", "do not follow from max_prefill_tokens 4096"});
 }
 
+// Kernels that need thread-block clusters are refused in a plan for an older GPU, at load.
+TEST_F(PlanFile, ClusterKernelsNeedHopper) {
+  const json ampere = plan_to_json(rule_plan(llama_8b(), "a100"));
+  (void)plan_from_json(ampere, "test");
+  json j = ampere;
+  j["decode"]["attention"]["kernel"] = "mma_c8";
+  expect_load_error(j, {"decode.attention.kernel mma_c8 runs in thread-block clusters", "sm_80"});
+  j = ampere;
+  j["decode"]["gemm"]["down"]["variant"] = "rt1_w4_k8_cta";
+  j["decode"]["gemm"]["down"]["single_token_variant"] = "rt1_w8_k8";
+  expect_load_error(j, {"decode.gemm.down names rt1_w4_k8_cta, which needs thread-block clusters", "sm_80"});
+  EXPECT_TRUE(skinny_variant_needs_sm90("rt2_w4_k2_cta"));
+  EXPECT_TRUE(skinny_variant_needs_sm90("rt1_w4_cta"));
+  EXPECT_TRUE(skinny_variant_needs_sm90("rt1_w8_k2"));
+  EXPECT_FALSE(skinny_variant_needs_sm90("rt2_w8"));
+  EXPECT_FALSE(decode_attention_kernel_needs_sm90("mma"));
+}
+
 // Every leaf of a good plan replaced by values of every JSON type, and the file cut at many
 // points: loading either works or throws fuselm::Error, never anything else.
 TEST_F(PlanFile, NeverCrashes) {

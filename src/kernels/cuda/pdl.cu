@@ -5,35 +5,28 @@ namespace {
 
 __global__ void probe_kernel() {}
 
+// Whether the current device reports `attribute` >= at_least and this build's code for it is
+// sm_90 or newer (the PTX, and with `need_binary` the machine code too): false on any failed query.
+bool sm90_feature(cudaDeviceAttr attribute, int at_least, bool need_binary) {
+  int device = 0, value = 0;
+  cudaFuncAttributes code{};
+  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&value, attribute, device) != cudaSuccess ||
+      cudaFuncGetAttributes(&code, probe_kernel) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return value >= at_least && code.ptxVersion >= 90 && (!need_binary || code.binaryVersion >= 90);
+}
+
 }  // namespace
 
 bool pdl_supported() {
-  static const bool supported = [] {
-    int device = 0, major = 0;
-    cudaFuncAttributes attributes{};
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaFuncGetAttributes(&attributes, probe_kernel) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    return major >= 9 && attributes.ptxVersion >= 90;
-  }();
+  static const bool supported = sm90_feature(cudaDevAttrComputeCapabilityMajor, 9, false);
   return supported;
 }
 
 bool clusters_supported() {
-  static const bool supported = [] {
-    int device = 0, cluster_launch = 0;
-    cudaFuncAttributes attributes{};
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) != cudaSuccess ||
-        cudaFuncGetAttributes(&attributes, probe_kernel) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    return cluster_launch != 0 && attributes.ptxVersion >= 90 && attributes.binaryVersion >= 90;
-  }();
+  static const bool supported = sm90_feature(cudaDevAttrClusterLaunch, 1, true);
   return supported;
 }
 
