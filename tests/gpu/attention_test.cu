@@ -750,6 +750,23 @@ TEST(AttentionBench, DISABLED_Decode) {
   }
 }
 
+// Times one decode attention launch of `variant` under `plan` over the cache (ms, median of
+// launches bracketed by events), with a workspace of its own.
+void time_decode(const AttentionShape& shape, const BenchCache& cache, const DeviceBuffer<uint16_t>& q,
+                 DeviceBuffer<uint16_t>& out, int batch, const DecodeAttentionPlan& plan, const DecodeVariant& variant,
+                 double& ms) {
+  DeviceBuffer<uint8_t> ws(decode_attention_workspace_bytes(shape, plan, batch));
+  ASSERT_TRUE(cache.k.get() && q.get() && out.get() && ws.get());
+  ASSERT_TRUE(decode_attention_init_workspace(ws.get(), shape, plan, batch, nullptr).ok());
+  auto run = [&] {
+    return attention_detail::decode_attention_variant(variant, q.get(), out.get(), DType::BF16, shape, cache.view,
+                                                      cache.lens.get(), batch, plan, ws.get(), nullptr);
+  };
+  ASSERT_STATUS_OK(run());
+  ASSERT_CUDA(cudaDeviceSynchronize());
+  ms = median_ms([&] { (void)run(); });
+}
+
 // Split size against batch and length, with the launcher's variant: which split each length wants.
 TEST(AttentionBench, DISABLED_DecodeSplits) {
   REQUIRE_CUDA_DEVICE();
@@ -775,18 +792,9 @@ TEST(AttentionBench, DISABLED_DecodeSplits) {
         DeviceBuffer<uint16_t> out(q.size());
         for (int split : {32, 64, 128, 256}) {
           const DecodeAttentionPlan plan{split, (len + split - 1) / split};
-          DeviceBuffer<uint8_t> ws(decode_attention_workspace_bytes(shape, plan, batch));
-          ASSERT_TRUE(cache.k.get() && q.get() && out.get() && ws.get());
-          ASSERT_TRUE(decode_attention_init_workspace(ws.get(), shape, plan, batch, nullptr).ok());
           const DecodeVariant variant = attention_detail::choose_decode_variant(sh.head_dim, max_smem);
-          auto run = [&] {
-            return attention_detail::decode_attention_variant(variant, q.get(), out.get(), DType::BF16, shape,
-                                                              cache.view, cache.lens.get(), batch, plan, ws.get(),
-                                                              nullptr);
-          };
-          ASSERT_STATUS_OK(run());
-          ASSERT_CUDA(cudaDeviceSynchronize());
-          const double ms = median_ms([&] { (void)run(); });
+          double ms = 0;
+          ASSERT_NO_FATAL_FAILURE(time_decode(shape, cache, q, out, batch, plan, variant, ms));
           const double kv_bytes = 2.0 * batch * len * sh.n_kv_heads * sh.head_dim * 2;
           std::printf("[bench] %-12s %6d %6d %6d %10.1f %10.0f\n", sh.name, batch, len, split, ms * 1e3,
                       kv_bytes / ms / 1e6);
@@ -829,18 +837,9 @@ TEST(AttentionBench, DISABLED_DecodeClusters) {
           DecodeAttentionPlan plan{256, (8192 + 255) / 256};
           plan.cluster_ranks = config.ranks;
           plan.min_rank_keys = config.min_rank_keys;
-          DeviceBuffer<uint8_t> ws(decode_attention_workspace_bytes(shape, plan, batch));
-          ASSERT_TRUE(cache.k.get() && q.get() && out.get() && ws.get());
-          ASSERT_TRUE(decode_attention_init_workspace(ws.get(), shape, plan, batch, nullptr).ok());
           const DecodeVariant variant = attention_detail::choose_decode_variant(sh.head_dim, max_smem);
-          auto run = [&] {
-            return attention_detail::decode_attention_variant(variant, q.get(), out.get(), DType::BF16, shape,
-                                                              cache.view, cache.lens.get(), batch, plan, ws.get(),
-                                                              nullptr);
-          };
-          ASSERT_STATUS_OK(run());
-          ASSERT_CUDA(cudaDeviceSynchronize());
-          const double ms = median_ms([&] { (void)run(); });
+          double ms = 0;
+          ASSERT_NO_FATAL_FAILURE(time_decode(shape, cache, q, out, batch, plan, variant, ms));
           const double kv_bytes = 2.0 * batch * len * sh.n_kv_heads * sh.head_dim * 2;
           std::printf("[bench] %-12s %6d %6d %6d %6d %6d %10.1f %10.0f\n", sh.name, batch, len, config.ranks,
                       config.min_rank_keys, attention_detail::decode_wave_units(variant, sh.head_dim, config.ranks),
