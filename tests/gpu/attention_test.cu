@@ -750,17 +750,33 @@ TEST(AttentionBench, DISABLED_Decode) {
   }
 }
 
-// Times one decode attention launch of `variant` under `plan` over the cache (ms, median of
-// launches bracketed by events), with a workspace of its own.
-void time_decode(const AttentionShape& shape, const BenchCache& cache, const DeviceBuffer<uint16_t>& q,
-                 DeviceBuffer<uint16_t>& out, int batch, const DecodeAttentionPlan& plan, const DecodeVariant& variant,
+// A bench batch for one model shape: `batch` sequences of `len` cached tokens, their queries and
+// an output.
+struct DecodeBenchInputs {
+  AttentionShape shape;
+  BenchCache cache;
+  DeviceBuffer<uint16_t> q, out;
+};
+
+void make_decode_bench_inputs(DecodeBenchInputs& in, int n_heads, int n_kv_heads, int head_dim, int batch, int len) {
+  std::mt19937 rng(11);
+  make_bench_cache(in.cache, DType::BF16, batch, std::vector<int>(batch, len), n_kv_heads, head_dim, 16, rng);
+  in.shape = AttentionShape{n_heads, n_kv_heads, head_dim, 1.0f / std::sqrt(float(head_dim))};
+  in.q = DeviceBuffer<uint16_t>(random_bits(DType::BF16, size_t{1} * batch * n_heads * head_dim, 3.0f, rng));
+  in.out = DeviceBuffer<uint16_t>(in.q.size());
+}
+
+// Times one decode attention launch of `variant` under `plan` (ms, median of launches bracketed by
+// events), with a workspace of its own.
+void time_decode(DecodeBenchInputs& in, int batch, const DecodeAttentionPlan& plan, const DecodeVariant& variant,
                  double& ms) {
-  DeviceBuffer<uint8_t> ws(decode_attention_workspace_bytes(shape, plan, batch));
-  ASSERT_TRUE(cache.k.get() && q.get() && out.get() && ws.get());
-  ASSERT_TRUE(decode_attention_init_workspace(ws.get(), shape, plan, batch, nullptr).ok());
+  DeviceBuffer<uint8_t> ws(decode_attention_workspace_bytes(in.shape, plan, batch));
+  ASSERT_TRUE(in.cache.k.get() && in.q.get() && in.out.get() && ws.get());
+  ASSERT_TRUE(decode_attention_init_workspace(ws.get(), in.shape, plan, batch, nullptr).ok());
   auto run = [&] {
-    return attention_detail::decode_attention_variant(variant, q.get(), out.get(), DType::BF16, shape, cache.view,
-                                                      cache.lens.get(), batch, plan, ws.get(), nullptr);
+    return attention_detail::decode_attention_variant(variant, in.q.get(), in.out.get(), DType::BF16, in.shape,
+                                                      in.cache.view, in.cache.lens.get(), batch, plan, ws.get(),
+                                                      nullptr);
   };
   ASSERT_STATUS_OK(run());
   ASSERT_CUDA(cudaDeviceSynchronize());
@@ -784,17 +800,13 @@ TEST(AttentionBench, DISABLED_DecodeSplits) {
       for (int len : {512, 1024, 2048, 4096, 8192}) {
         if (sh.head_dim == 64 && len > 2048) continue;
         if (static_cast<int64_t>(batch) * len > 64 * 4096) continue;
-        std::mt19937 rng(11);
-        BenchCache cache;
-        make_bench_cache(cache, DType::BF16, batch, std::vector<int>(batch, len), sh.n_kv_heads, sh.head_dim, 16, rng);
-        const AttentionShape shape{sh.n_heads, sh.n_kv_heads, sh.head_dim, 1.0f / std::sqrt(float(sh.head_dim))};
-        DeviceBuffer<uint16_t> q(random_bits(DType::BF16, size_t{1} * batch * sh.n_heads * sh.head_dim, 3.0f, rng));
-        DeviceBuffer<uint16_t> out(q.size());
+        DecodeBenchInputs in;
+        make_decode_bench_inputs(in, sh.n_heads, sh.n_kv_heads, sh.head_dim, batch, len);
         for (int split : {32, 64, 128, 256}) {
           const DecodeAttentionPlan plan{split, (len + split - 1) / split};
           const DecodeVariant variant = attention_detail::choose_decode_variant(sh.head_dim, max_smem);
           double ms = 0;
-          ASSERT_NO_FATAL_FAILURE(time_decode(shape, cache, q, out, batch, plan, variant, ms));
+          ASSERT_NO_FATAL_FAILURE(time_decode(in, batch, plan, variant, ms));
           const double kv_bytes = 2.0 * batch * len * sh.n_kv_heads * sh.head_dim * 2;
           std::printf("[bench] %-12s %6d %6d %6d %10.1f %10.0f\n", sh.name, batch, len, split, ms * 1e3,
                       kv_bytes / ms / 1e6);
@@ -827,19 +839,15 @@ TEST(AttentionBench, DISABLED_DecodeClusters) {
     for (int batch : {1, 4, 16, 64}) {
       for (int len : {520, 2048, 8192}) {
         if (static_cast<int64_t>(batch) * len > 16 * 8192) continue;
-        std::mt19937 rng(11);
-        BenchCache cache;
-        make_bench_cache(cache, DType::BF16, batch, std::vector<int>(batch, len), sh.n_kv_heads, sh.head_dim, 16, rng);
-        const AttentionShape shape{sh.n_heads, sh.n_kv_heads, sh.head_dim, 1.0f / std::sqrt(float(sh.head_dim))};
-        DeviceBuffer<uint16_t> q(random_bits(DType::BF16, size_t{1} * batch * sh.n_heads * sh.head_dim, 3.0f, rng));
-        DeviceBuffer<uint16_t> out(q.size());
+        DecodeBenchInputs in;
+        make_decode_bench_inputs(in, sh.n_heads, sh.n_kv_heads, sh.head_dim, batch, len);
         for (const Config& config : configs) {
           DecodeAttentionPlan plan{256, (8192 + 255) / 256};
           plan.cluster_ranks = config.ranks;
           plan.min_rank_keys = config.min_rank_keys;
           const DecodeVariant variant = attention_detail::choose_decode_variant(sh.head_dim, max_smem);
           double ms = 0;
-          ASSERT_NO_FATAL_FAILURE(time_decode(shape, cache, q, out, batch, plan, variant, ms));
+          ASSERT_NO_FATAL_FAILURE(time_decode(in, batch, plan, variant, ms));
           const double kv_bytes = 2.0 * batch * len * sh.n_kv_heads * sh.head_dim * 2;
           std::printf("[bench] %-12s %6d %6d %6d %6d %6d %10.1f %10.0f\n", sh.name, batch, len, config.ranks,
                       config.min_rank_keys, attention_detail::decode_wave_units(variant, sh.head_dim, config.ranks),
