@@ -310,7 +310,7 @@ void validate_plan(const Plan& plan, const std::string& where) {
         "' is unknown (known: ", join(decode_attention_kernel_names()), ")");
   check(!a.kernel.starts_with("mma") || m.head_dim == 64 || m.head_dim == 128, "decode.attention.kernel mma needs head_dim 64 "
         "or 128, the model's is ", m.head_dim);
-  check(!decode_attention_kernel_needs_sm90(a.kernel) || g.sm() >= 90, "decode.attention.kernel ", a.kernel,
+  check(decode_attention_cluster_ranks(a.kernel) == 1 || g.sm() >= 90, "decode.attention.kernel ", a.kernel,
         " runs in thread-block clusters (compute capability 9.0+); the plan's GPU is sm_", g.sm());
   check(a.split_tokens > 0 && a.split_tokens % plan.kv_block_size == 0, "decode.attention.split_tokens ",
         a.split_tokens, " is not a positive multiple of the KV block size ", plan.kv_block_size);

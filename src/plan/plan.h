@@ -155,12 +155,14 @@ std::span<const std::string_view> prefill_gemm_path_names();
 // (tests/gpu/skinny_gemm_test.cu).
 std::string skinny_rounding_class(std::string_view variant);
 
-// Whether a kernel needs compute capability 9.0 (thread-block clusters, and for the skinny GEMM's
-// CTA pipeline mbarrier-completed bulk copies): decode GEMM variants with a cluster K split (_k<n>)
-// or the CTA pipeline (_cta), and decode attention in clusters (mma_c8). A plan naming one for an
-// older GPU is refused at load, not at its first launch.
+// Whether a decode GEMM variant needs compute capability 9.0 (thread-block clusters, and for the
+// CTA pipeline mbarrier-completed bulk copies): a cluster K split (_k<n>) or the CTA pipeline
+// (_cta). A plan naming one for an older GPU is refused at load, not at its first launch.
 bool skinny_variant_needs_sm90(std::string_view variant);
-bool decode_attention_kernel_needs_sm90(std::string_view kernel);
+
+// CTAs per thread-block cluster of a decode attention kernel: 8 for mma_c8, 1 (no clusters) for the
+// others. More than one needs compute capability 9.0.
+int decode_attention_cluster_ranks(std::string_view kernel);
 
 // Bytes of decode_attention's workspace (kernels/cuda/attention.h) and cuBLASLt's workspace
 // (GemmPlan::kWorkspaceBytes), computed the same way here for CPU builds; checked against the

@@ -66,10 +66,11 @@ std::string render_plan(const Plan& p) {
                   str_cat(c.rows, " x ", c.cols).c_str(), rule_shape_measure(c.op, m, p.gpu), c.variant.c_str(),
                   c.single_token_variant.c_str(), skinny_rounding_class(c.variant).c_str(), c.origin.source.c_str());
   const DecodeAttentionChoice& a = p.decode.attention;
+  const int cluster_ranks = decode_attention_cluster_ranks(a.kernel);
   out += format("decode attention: %s kernel, split %d tokens for every batch%s, %d splits per sequence, workspace %s (%s)\n",
                 a.kernel.c_str(), a.split_tokens,
-                a.kernel == "mma_c8" ? " (at most that per CTA of a cluster of 8)" : "", a.max_splits_per_seq,
-                mib(a.workspace_bytes).c_str(), a.origin.source.c_str());
+                cluster_ranks > 1 ? str_cat(" (at most that per CTA of a cluster of ", cluster_ranks, ")").c_str() : "",
+                a.max_splits_per_seq, mib(a.workspace_bytes).c_str(), a.origin.source.c_str());
   out += format("prefill attention: %s (%s)\n", p.prefill.attention_kernel.c_str(),
                 p.prefill.attention_origin.source.c_str());
   out += format("prefill GEMMs: workspace %s (%s)\n\n", mib(p.prefill.gemm_workspace_bytes).c_str(),

@@ -157,7 +157,7 @@ bool skinny_variant_needs_sm90(std::string_view variant) {
   return variant.find("_k") != std::string_view::npos || variant.ends_with("_cta");
 }
 
-bool decode_attention_kernel_needs_sm90(std::string_view kernel) { return kernel == "mma_c8"; }
+int decode_attention_cluster_ranks(std::string_view kernel) { return kernel == "mma_c8" ? 8 : 1; }
 
 const PlanRule& find_plan_rule(PlanOp op, DType dtype, double shape, const GpuIdentity& gpu) {
   const double memory_gib = static_cast<double>(gpu.memory_bytes) / double(uint64_t{1} << 30);

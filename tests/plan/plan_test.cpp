@@ -567,7 +567,8 @@ TEST_F(PlanFile, ClusterKernelsNeedHopper) {
   EXPECT_TRUE(skinny_variant_needs_sm90("rt1_w4_cta"));
   EXPECT_TRUE(skinny_variant_needs_sm90("rt1_w8_k2"));
   EXPECT_FALSE(skinny_variant_needs_sm90("rt2_w8"));
-  EXPECT_FALSE(decode_attention_kernel_needs_sm90("mma"));
+  EXPECT_EQ(decode_attention_cluster_ranks("mma"), 1);
+  EXPECT_EQ(decode_attention_cluster_ranks("mma_c8"), 8);
 }
 
 // Every leaf of a good plan replaced by values of every JSON type, and the file cut at many

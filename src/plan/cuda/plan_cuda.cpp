@@ -47,7 +47,7 @@ DecodeAttentionPlan plan_decode_attention(const Plan& plan, int max_seq_len) {
   FUSELM_CHECK(split > 0 && max_seq_len > 0, "decode attention: split ", split, " and max_seq_len ", max_seq_len,
                " must be positive");
   DecodeAttentionPlan p{split, (max_seq_len + split - 1) / split};
-  if (plan.decode.attention.kernel == "mma_c8") p.cluster_ranks = 8;  // clusters of 8 CTAs (attention.h)
+  p.cluster_ranks = decode_attention_cluster_ranks(plan.decode.attention.kernel);  // attention.h
   return p;
 }
 
