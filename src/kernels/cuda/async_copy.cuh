@@ -1,7 +1,7 @@
 #pragma once
 // Hopper asynchronous-copy primitives (sm_90+): mbarriers and bulk copies (the TMA engine moving
-// contiguous bytes between global and shared memory without registers). Shared by the decode GEMM's
-// weight stream (skinny_gemm.cu) and the bench's copy kernel. Callers guard their sm_90 code paths
+// contiguous bytes between global and shared memory without registers), for the decode GEMM's
+// weight stream (skinny_gemm_kernels.cuh). Callers guard their sm_90 code paths
 // with __CUDA_ARCH__ >= 900 and check at run time that sm_90 code is what runs.
 #include <cuda_runtime.h>
 
@@ -60,16 +60,8 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 // Orders this thread's generic-proxy shared-memory accesses before later bulk copies (async proxy).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-
-// global -> shared, `bytes` a multiple of 16; completes on `bar` (counted against its expect_tx).
-__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                   shared_address(dst)),
-               "l"(src), "r"(bytes), "r"(shared_address(bar))
-               : "memory");
-}
-
-// The same with an L2 cache policy for the source lines (l2_evict_first_policy()).
+// global -> shared, `bytes` a multiple of 16; completes on `bar` (counted against its expect_tx),
+// with an L2 cache policy for the source lines (l2_evict_first_policy()).
 __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
                                                     uint64_t policy) {
   asm volatile(
@@ -77,24 +69,6 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
       ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar)), "l"(policy)
       : "memory");
 }
-
-// shared -> global, `bytes` a multiple of 16, as part of the current bulk group.
-__device__ __forceinline__ void bulk_store_to_global(void* dst, const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(shared_address(src)),
-               "r"(bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-
-// Until at most `kPending` of the latest bulk groups are still reading shared memory.
-template <int kPending>
-__device__ __forceinline__ void bulk_wait_group_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
-}
-
-// Until every bulk group has completed, its writes included.
-__device__ __forceinline__ void bulk_wait_group_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 #endif
 
 }  // namespace fuselm
