@@ -6,7 +6,8 @@
 // grid-stride copy with L2 eviction hints per side; `copy_probe layout` the copies with source and
 // destination at several offsets in one allocation, and a software-pipelined grid-stride copy;
 // `copy_probe pipe` that copy by depth, grid, block size and L2 hints; `copy_probe pipe3` deeper
-// pipelines and the read-only load path.
+// pipelines and the read-only load path; `copy_probe layouts` the pipelined copy with warp- and
+// block-contiguous runs and L2 256-byte fetches.
 // Build: nvcc -O3 -arch=sm_90a. Results are in bench/results/README.md.
 #include <cstdio>
 #include <cstring>
@@ -306,6 +307,57 @@ __global__ void __launch_bounds__(1024) grid_stride_pipe3(const uint4* __restric
   }
   for (; i < n; i += stride) d[i] = s[i];
 }
+
+// The pipelined copy with other layouts of a thread's U loads: LAYOUT 0 grid-stride (as
+// grid_stride_pipe), 1 warp-contiguous (a warp's U loads are one run of U * 512 bytes), 2
+// block-contiguous (a block's are one run of U * blockDim * 16 bytes); L2_256 asks L2 to fetch
+// 256-byte sectors on each load.
+template <int U, int LAYOUT, bool L2_256>
+__global__ void __launch_bounds__(256) pipe_layout(const uint4* __restrict__ s, uint4* __restrict__ d, size_t n) {
+  const size_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  size_t base, step, inner;
+  if (LAYOUT == 0) {
+    base = (size_t)blockIdx.x * blockDim.x + threadIdx.x; inner = (size_t)gridDim.x * blockDim.x; step = U * inner;
+  } else if (LAYOUT == 1) {
+    base = ((size_t)blockIdx.x * warps + warp) * U * 32 + lane; inner = 32; step = (size_t)gridDim.x * warps * U * 32;
+  } else {
+    base = (size_t)blockIdx.x * U * blockDim.x + threadIdx.x; inner = blockDim.x; step = (size_t)gridDim.x * U * blockDim.x;
+  }
+  auto load = [&](size_t i) {
+    uint4 v;
+    if (L2_256)
+      asm volatile("ld.global.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(s + i));
+    else
+      v = s[i];
+    return v;
+  };
+  size_t i = base;
+  bool full = i + (U - 1) * inner < n;
+  uint4 cur[U];
+  if (full) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) cur[u] = load(i + u * inner);
+  }
+  while (full) {
+    const size_t j = i + step;
+    const bool next_full = j + (U - 1) * inner < n;
+    uint4 nxt[U];
+    if (next_full) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) nxt[u] = load(j + u * inner);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) d[i + u * inner] = cur[u];
+#pragma unroll
+    for (int u = 0; u < U; ++u) cur[u] = nxt[u];
+    i = j;
+    full = next_full;
+  }
+  // The partial last iteration (the next one starts past the end: step >= U * inner).
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+    if (i + u * inner < n) d[i + u * inner] = load(i + u * inner);
+}
 int main(int argc, char** argv) {
   size_t bytes = size_t(1) << 30, n = bytes / 16;
   uint4 *s, *d; cudaMalloc(&s, bytes); cudaMalloc(&d, bytes);
@@ -325,6 +377,42 @@ int main(int argc, char** argv) {
   // The same, with a short spin queued ahead of the start event: the launches are then queued
   // before the GPU reaches them, so no host submission gap falls inside the timing.
   auto gated = [&](auto f) { std::vector<float> ms; for (int r = 0; r < 22; ++r) { spin<<<1, 32>>>(100000LL); cudaEventRecord(a); f(); cudaEventRecord(b); cudaEventSynchronize(b); float t; cudaEventElapsedTime(&t, a, b); if (r >= 2) ms.push_back(t);} std::sort(ms.begin(), ms.end()); return 2.0 * bytes / (ms[ms.size()/2] * 1e-3) / 1e9; };
+
+  // `copy_probe layouts`: the pipelined copy with warp- and block-contiguous loads and the L2
+  // 256-byte fetch, against cudaMemcpy and the tool's copy (grid-stride U8, 132 x 256), in turns.
+  if (argc > 1 && std::strcmp(argv[1], "layouts") == 0) {
+    for (int pass = 0; pass < 3; ++pass) {
+      printf("memcpy %.0f  tool %.0f  gs-256B U8 %.0f | warp U4 %.0f U8 %.0f U8-256B %.0f U16 %.0f | block U4 %.0f U8 %.0f U8-256B %.0f | 2/SM: warp U4 %.0f U8 %.0f block U4 %.0f | memcpy %.0f\n",
+             time([&] { cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice); }),
+             time([&] { pipe_layout<8, 0, false><<<132, 256>>>(s, d, n); }),
+             time([&] { pipe_layout<8, 0, true><<<132, 256>>>(s, d, n); }),
+             time([&] { pipe_layout<4, 1, false><<<132, 256>>>(s, d, n); }),
+             time([&] { pipe_layout<8, 1, false><<<132, 256>>>(s, d, n); }),
+             time([&] { pipe_layout<8, 1, true><<<132, 256>>>(s, d, n); }),
+             time([&] { pipe_layout<16, 1, false><<<132, 256>>>(s, d, n); }),
+             time([&] { pipe_layout<4, 2, false><<<132, 256>>>(s, d, n); }),
+             time([&] { pipe_layout<8, 2, false><<<132, 256>>>(s, d, n); }),
+             time([&] { pipe_layout<8, 2, true><<<132, 256>>>(s, d, n); }),
+             time([&] { pipe_layout<4, 1, false><<<264, 256>>>(s, d, n); }),
+             time([&] { pipe_layout<8, 1, false><<<264, 256>>>(s, d, n); }),
+             time([&] { pipe_layout<4, 2, false><<<264, 256>>>(s, d, n); }),
+             time([&] { cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice); }));
+    }
+    // Every layout copies every byte, on a length that leaves a partial last iteration.
+    const size_t m = n - 77;
+    std::vector<uint32_t> h(m * 4), back(m * 4);
+    for (size_t k = 0; k < h.size(); ++k) h[k] = (uint32_t)(k * 2654435761u);
+    cudaMemcpy(s, h.data(), m * 16, cudaMemcpyHostToDevice);
+    auto check = [&](const char* name, auto f) {
+      cudaMemset(d, 0, bytes); f(); cudaMemcpy(back.data(), d, m * 16, cudaMemcpyDeviceToHost);
+      printf("%s: %s  ", name, std::memcmp(h.data(), back.data(), m * 16) == 0 ? "copied" : "WRONG");
+    };
+    check("gs U8", [&] { pipe_layout<8, 0, true><<<132, 256>>>(s, d, m); });
+    check("warp U8", [&] { pipe_layout<8, 1, false><<<132, 256>>>(s, d, m); });
+    check("block U8", [&] { pipe_layout<8, 2, true><<<132, 256>>>(s, d, m); });
+    printf("(%s)\n", cudaGetErrorString(cudaGetLastError()));
+    return 0;
+  }
   // `copy_probe pipe`: the pipelined grid-stride copy by depth, grid, block size and L2 hints.
   if (argc > 1 && std::strcmp(argv[1], "pipe") == 0) {
     for (int pass = 0; pass < 2; ++pass) {

@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 
 #include "kernels/cuda/async_copy.cuh"
@@ -327,24 +328,29 @@ __device__ __forceinline__ void norm_rstd(float* rstd, const SkinnyNorm& norm, i
 
 // The per-warp copy pipeline of one kernel instance, all in shared memory. A stage holds U k-tiles
 // of each of the CTA's RT row tiles (U * RT = 4: 2 KB of weights) and the same K range of the
-// activation rows; STAGES - 1 stages are in flight while one is multiplied, so every warp keeps
-// 6 KB of weights on the way without spending registers on them.
+// activation rows of the m tokens; STAGES - 1 stages are in flight while one is multiplied, so
+// every warp keeps 6 KB of weights on the way without spending registers on them.
 template <typename T, int MT, int RT, int WARPS>
 struct SkinnyPipe {
   static constexpr int kStageKTiles = RT >= 4 ? 1 : 4 / RT;  // U
   static constexpr int kStages = 4;
-  static constexpr int kTokens = MT * 8;
   // Activation row stride in the stage, in elements: +8 (16 bytes) puts the eight token rows that a
   // B-fragment load touches in different banks, and keeps each row 16-byte aligned for cp.async.
   static constexpr int kXStride = kStageKTiles * 16 + 8;
   static constexpr int kWBytes = kStageKTiles * RT * 512;
-  static constexpr int kXBytes = kTokens * kXStride * static_cast<int>(sizeof(T));
-  static constexpr int kWarpBytes = kStages * (kWBytes + kXBytes);
+  static constexpr int kXRowBytes = kXStride * static_cast<int>(sizeof(T));
+  // Sized by the m tokens staged, not the MT * 8 of the mma tile: at one token an 8-warp CTA takes
+  // 70 instead of 100 KB, so a CTA of the next kernel fits beside two of it and starts streaming
+  // its weights before this grid ends (at 100 KB the 8B step's gate_up CTAs waited for the O
+  // projection's to exit).
+  __host__ __device__ static constexpr int warp_bytes(int m) { return kStages * (kWBytes + m * kXRowBytes); }
   // After the main loop the same memory holds every warp's accumulators and the CTA's sum of them.
   static constexpr int kFrag = RT * MT * 4;  // accumulator values per lane
   static constexpr int kReduceBytes = (WARPS + 1) * kFrag * 32 * static_cast<int>(sizeof(float));
-  static constexpr int kSmemBytes = WARPS * kWarpBytes > kReduceBytes ? WARPS * kWarpBytes : kReduceBytes;
-  static_assert(kWBytes % 16 == 0 && kXBytes % 16 == 0, "stages must stay 16-byte aligned");
+  __host__ __device__ static constexpr int smem_bytes(int m) {
+    return WARPS * warp_bytes(m) > kReduceBytes ? WARPS * warp_bytes(m) : kReduceBytes;
+  }
+  static_assert(kWBytes % 16 == 0 && kXRowBytes % 16 == 0, "stages must stay 16-byte aligned");
 };
 
 // One lane's share of a stage's activation rows: tokens 0..m-1, columns k0 .. k0 + 16*U - 1, into
@@ -398,7 +404,7 @@ template <typename T, int MT, int RT, int WARPS, class Epilogue>
 __global__ void __launch_bounds__(WARPS * 32)
     skinny_gemm_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
                        const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split, SkinnyNorm norm,
-                       Epilogue epilogue, KernelTrace* trace) {
+                       Epilogue epilogue, KernelTrace* trace, int lab_x_rows) {
   using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
   if (threadIdx.x == 0) trace_start(trace);
   constexpr int U = Pipe::kStageKTiles, STAGES = Pipe::kStages, XS = Pipe::kXStride, kFrag = Pipe::kFrag;
@@ -417,9 +423,9 @@ __global__ void __launch_bounds__(WARPS * 32)
   const int64_t k_end = min(min(k_tiles, (rank + 1) * per_cta), k_begin + per_warp);
   const int stages = k_end > k_begin ? static_cast<int>((k_end - k_begin + U - 1) / U) : 0;
 
-  unsigned char* pipe = smem + warp * Pipe::kWarpBytes;
+  unsigned char* pipe = smem + warp * Pipe::warp_bytes(lab_x_rows);
   uint4* wbuf = reinterpret_cast<uint4*>(pipe);                      // [STAGES][U][RT][32 lanes]
-  T* xbuf = reinterpret_cast<T*>(pipe + STAGES * Pipe::kWBytes);     // [STAGES][tokens][XS]
+  T* xbuf = reinterpret_cast<T*>(pipe + STAGES * Pipe::kWBytes);     // [STAGES][m][XS]
 
   // Each lane copies, and later reads, only its own 16-byte fragment of each weight tile.
   const uint64_t weight_policy = l2_evict_first_policy();
@@ -442,7 +448,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   // zero, but 0 * garbage could be NaN). Tokens >= m are never read.
   auto issue_x = [&](int s) {
     if (s >= stages) return;
-    stage_activations<T, U, XS>(xbuf + (s % STAGES) * (Pipe::kTokens * XS), x, x_stride, x_vec16, m, cols,
+    stage_activations<T, U, XS>(xbuf + (s % STAGES) * (lab_x_rows * XS), x, x_stride, x_vec16, m, cols,
                                 (k_begin + static_cast<int64_t>(s) * U) * 16, lane);
   };
 
@@ -487,7 +493,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
     __syncwarp();  // activation chunks copied by other lanes are visible
     const uint4* ws = wbuf + (s % STAGES) * (U * RT * 32);
-    const T* xs = xbuf + (s % STAGES) * (Pipe::kTokens * XS);
+    const T* xs = xbuf + (s % STAGES) * (lab_x_rows * XS);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (k_begin + static_cast<int64_t>(s) * U + u >= k_end) break;
@@ -805,18 +811,20 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
   using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
   auto* kernel = skinny_gemm_kernel<T, MT, RT, WARPS, Epilogue>;
   static KernelSupportCache cache;  // one per instance
-  const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::kSmemBytes);
+  const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::smem_bytes(MT * 8));
   if (!support.status.ok()) return support.status;
   if (v.k_split > 1 && !support.clusters) return needs_sm90(v);
   // Without sm_90 code the kernel has no griddepcontrol and must not overlap its predecessor.
   LaunchAttributes attrs(v.k_split, options.pdl && support.clusters);
   config.gridDim = dim3(static_cast<unsigned>((row_tiles + RT - 1) / RT * v.k_split));
   config.blockDim = dim3(WARPS * 32);
-  config.dynamicSmemBytes = Pipe::kSmemBytes;
+  static const bool lab_full = std::getenv("FUSELM_LAB_XSTAGE_FULL") != nullptr;  // LAB ONLY
+  const int x_rows = lab_full ? MT * 8 : in.m;
+  config.dynamicSmemBytes = Pipe::smem_bytes(x_rows);
   config.attrs = attrs.attrs;
   config.numAttrs = attrs.count;
   FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
-                                        v.k_split, norm, epi, options.trace));
+                                        v.k_split, norm, epi, options.trace, x_rows));
   return Status();
 }
 
