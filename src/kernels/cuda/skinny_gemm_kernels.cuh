@@ -741,32 +741,67 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
 struct KernelSupport {
   Status status;
   bool clusters = false;
+  // For residency_capped_smem: the device's SMs and shared memory, the kernel's static shared
+  // memory and the dynamic size its launches may ask for (0 where a query failed: no cap).
+  int sm_count = 0, smem_per_sm = 0, reserved_per_cta = 0, static_smem = 0, max_dynamic_smem = 0;
 };
 
-inline KernelSupport query_kernel_support(const void* kernel, int smem_bytes) {
-  if (smem_bytes > 48 * 1024) {
-    Status s = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes),
+// `smem_bytes`: what every launch needs at least. With `cap_residency` the instance may be launched
+// with up to the device's per-CTA maximum (see residency_capped_smem).
+inline KernelSupport query_kernel_support(const void* kernel, int smem_bytes, bool cap_residency = false) {
+  KernelSupport support;
+  int device = 0, cluster_launch = 0;
+  if (Status s = cuda_status(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__); !s.ok()) return {s};
+  int optin = 0;
+  if (cap_residency) {
+    if (cudaDeviceGetAttribute(&support.sm_count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&support.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&support.reserved_per_cta, cudaDevAttrReservedSharedMemoryPerBlock, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+      optin = 0;
+      (void)cudaGetLastError();  // a failed query means no cap, not an error for the next call
+    }
+  }
+  const int max_dynamic = std::max(smem_bytes, optin);
+  if (max_dynamic > 48 * 1024) {
+    Status s = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_dynamic),
                            "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", __FILE__, __LINE__);
-    if (!s.ok()) return {s, false};
+    if (!s.ok()) return {s};
   }
   cudaFuncAttributes attr{};
   if (Status s = cuda_status(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes", __FILE__, __LINE__); !s.ok())
-    return {s, false};
-  int device = 0, cluster_launch = 0;
-  if (Status s = cuda_status(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__); !s.ok()) return {s, false};
+    return {s};
   if (cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) != cudaSuccess) cluster_launch = 0;
-  return {Status(), cluster_launch != 0 && attr.ptxVersion >= 90 && attr.binaryVersion >= 90};
+  support.clusters = cluster_launch != 0 && attr.ptxVersion >= 90 && attr.binaryVersion >= 90;
+  support.static_smem = static_cast<int>(attr.sharedSizeBytes);
+  support.max_dynamic_smem = optin > 0 ? max_dynamic : 0;
+  return support;
+}
+
+// The dynamic shared memory of a launch of `grid` CTAs that needs `needed` bytes, raised where that
+// keeps more than ceil(grid / SMs) of its CTAs from sharing an SM. A one-wave GEMM's time is its
+// busiest SM's: small CTAs that the scheduler packs three to an SM while others hold one or none
+// made the 8B step's O and down projections ~30% slower (docs/kernels/skinny_gemm.md). The
+// memory left beside them is what lets the next kernel's CTAs start early.
+inline int residency_capped_smem(int needed, int64_t grid, const KernelSupport& support) {
+  if (support.max_dynamic_smem <= 0 || support.sm_count <= 0 || support.smem_per_sm <= 0) return needed;
+  const int64_t per_sm = (grid + support.sm_count - 1) / support.sm_count;
+  // (per_sm + 1) CTAs of (dynamic + static + reserved) bytes must not fit in one SM.
+  const int64_t floor_bytes =
+      support.smem_per_sm / (per_sm + 1) - support.static_smem - support.reserved_per_cta + 128;
+  const int64_t capped = std::min<int64_t>(std::max<int64_t>(needed, floor_bytes), support.max_dynamic_smem);
+  return static_cast<int>(std::max<int64_t>(capped, needed));
 }
 
 // Queried once per device and kernel instance, so that launches cost no driver queries.
 class KernelSupportCache {
  public:
-  KernelSupport get(const void* kernel, int smem_bytes) {
+  KernelSupport get(const void* kernel, int smem_bytes, bool cap_residency = false) {
     int device = 0;
-    if (Status s = cuda_status(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__); !s.ok()) return {s, false};
+    if (Status s = cuda_status(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__); !s.ok()) return {s};
     if (device < 0 || device >= kMaxDevices)
-      return {Status::error(str_cat("skinny GEMM: device ", device, " out of range (max ", kMaxDevices, ")")), false};
-    std::call_once(once_[device], [&] { support_[device] = query_kernel_support(kernel, smem_bytes); });
+      return {Status::error(str_cat("skinny GEMM: device ", device, " out of range (max ", kMaxDevices, ")"))};
+    std::call_once(once_[device], [&] { support_[device] = query_kernel_support(kernel, smem_bytes, cap_residency); });
     return support_[device];
   }
 
@@ -811,16 +846,20 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
   using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
   auto* kernel = skinny_gemm_kernel<T, MT, RT, WARPS, Epilogue>;
   static KernelSupportCache cache;  // one per instance
-  const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::smem_bytes(MT * 8));
+  const KernelSupport support =
+      cache.get(reinterpret_cast<const void*>(kernel), Pipe::smem_bytes(MT * 8), /*cap_residency=*/true);
   if (!support.status.ok()) return support.status;
   if (v.k_split > 1 && !support.clusters) return needs_sm90(v);
   // Without sm_90 code the kernel has no griddepcontrol and must not overlap its predecessor.
   LaunchAttributes attrs(v.k_split, options.pdl && support.clusters);
-  config.gridDim = dim3(static_cast<unsigned>((row_tiles + RT - 1) / RT * v.k_split));
+  const int64_t grid = (row_tiles + RT - 1) / RT * v.k_split;
+  config.gridDim = dim3(static_cast<unsigned>(grid));
   config.blockDim = dim3(WARPS * 32);
   static const bool lab_full = std::getenv("FUSELM_LAB_XSTAGE_FULL") != nullptr;  // LAB ONLY
+  static const bool lab_no_cap = std::getenv("FUSELM_LAB_NO_CAP") != nullptr;     // LAB ONLY
   const int x_rows = lab_full ? MT * 8 : in.m;
-  config.dynamicSmemBytes = Pipe::smem_bytes(x_rows);
+  config.dynamicSmemBytes = lab_full || lab_no_cap ? Pipe::smem_bytes(x_rows)
+                                                   : residency_capped_smem(Pipe::smem_bytes(x_rows), grid, support);
   config.attrs = attrs.attrs;
   config.numAttrs = attrs.count;
   FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
