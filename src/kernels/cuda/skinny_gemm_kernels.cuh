@@ -762,15 +762,16 @@ inline KernelSupport query_kernel_support(const void* kernel, int smem_bytes, bo
       (void)cudaGetLastError();  // a failed query means no cap, not an error for the next call
     }
   }
-  const int max_dynamic = std::max(smem_bytes, optin);
+  cudaFuncAttributes attr{};
+  if (Status s = cuda_status(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes", __FILE__, __LINE__); !s.ok())
+    return {s};
+  // Static and dynamic shared memory together stay within the opt-in maximum per CTA.
+  const int max_dynamic = std::max(smem_bytes, optin - static_cast<int>(attr.sharedSizeBytes));
   if (max_dynamic > 48 * 1024) {
     Status s = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_dynamic),
                            "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", __FILE__, __LINE__);
     if (!s.ok()) return {s};
   }
-  cudaFuncAttributes attr{};
-  if (Status s = cuda_status(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes", __FILE__, __LINE__); !s.ok())
-    return {s};
   if (cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) != cudaSuccess) cluster_launch = 0;
   support.clusters = cluster_launch != 0 && attr.ptxVersion >= 90 && attr.binaryVersion >= 90;
   support.static_smem = static_cast<int>(attr.sharedSizeBytes);
