@@ -22,7 +22,6 @@
 #include "core/dtype.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/skinny_gemm.h"
-#include "kernels/cuda/skinny_gemm_kernels.cuh"
 #include "kernels/mma_packing.h"
 #include "model/config.h"
 #include "plan/plan.h"
@@ -149,36 +148,6 @@ bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
 
 // Rows not a multiple of 16, K not a multiple of 16 (130: 4-byte aligned input rows; 1030 and 30:
 // 16-byte aligned rows whose last 16-byte chunk is partly past K), K shorter than one warp's share.
-// No GPU needed: the warp pipeline's launch size keeps a one-wave grid at ceil(grid / SMs) CTAs per
-// SM (H200 figures), never asks for less than the kernel needs, and leaves an unknown device alone.
-TEST(SkinnyGemmResidency, SharedMemoryCapsCtasPerSmAtTheGridsShare) {
-  skinny_detail::KernelSupport h200;
-  h200.sm_count = 132;
-  h200.smem_per_sm = 233472;
-  h200.reserved_per_cta = 1024;
-  h200.static_smem = 64;
-  h200.max_dynamic_smem = 232448;
-  const auto resident = [&](int dynamic) {
-    return h200.smem_per_sm / (dynamic + h200.static_smem + h200.reserved_per_cta);
-  };
-  struct Case {
-    int64_t grid;
-    int needed, per_sm;
-  };
-  for (const Case c : {Case{256, 70144, 2}, Case{128, 70144, 1}, Case{384, 35072, 3}, Case{132 * 8, 4096, 8},
-                       Case{132, 1024, 1}, Case{264, 8192, 2}}) {
-    const int dynamic = skinny_detail::residency_capped_smem(c.needed, c.grid, h200);
-    EXPECT_GE(dynamic, c.needed) << c.grid;
-    EXPECT_EQ(resident(dynamic), c.per_sm) << "grid " << c.grid << ", " << dynamic << " bytes";
-  }
-  // Already too large for more: unchanged.
-  EXPECT_EQ(skinny_detail::residency_capped_smem(150000, 128, h200), 150000);
-  EXPECT_EQ(skinny_detail::residency_capped_smem(100000, 256, h200), 100000);
-  // Unknown limits: no cap.
-  skinny_detail::KernelSupport unknown;
-  EXPECT_EQ(skinny_detail::residency_capped_smem(70144, 256, unknown), 70144);
-}
-
 TEST(SkinnyGemm, StoreMatchesReferenceForEveryVariantAndBatch) {
   REQUIRE_GPU();
   for (DType t : {DType::BF16, DType::F16})

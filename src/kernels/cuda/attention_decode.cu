@@ -63,12 +63,6 @@ DecodeWorkspaceLayout decode_workspace_layout(const AttentionShape& shape, const
 
 namespace {
 
-// LAB ONLY (to be removed): where decode attention lets the next kernel launch.
-int lab_trigger() {
-  static const int v = [] { const char* e = std::getenv("FUSELM_LAB_ATTN_TRIGGER"); return e ? std::atoi(e) : 0; }();
-  return v;
-}
-
 constexpr int kMaxClusterRanks = 8;  // the portable cluster size
 
 template <int HEAD_DIM, int STAGES>
@@ -98,8 +92,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
                         const int32_t* __restrict__ block_tables, int max_blocks_per_seq,
                         const int32_t* __restrict__ kv_lens, int batch, int n_heads, int group, int head_tiles,
                         int n_groups, DecodeSplitRule rule, float scale_log2, DecodeWorkspaceLayout ws_layout,
-                        uint8_t* __restrict__ workspace, uint16_t* __restrict__ out, KernelTrace* trace,
-                        int lab_trigger) {
+                        uint8_t* __restrict__ workspace, uint16_t* __restrict__ out, KernelTrace* trace) {
   using Cfg = DecodeConfig<HEAD_DIM, STAGES>;
   constexpr int kChunks = HEAD_DIM / 8;
   constexpr int kQuads = HEAD_DIM / 4;  // float4 groups per row
@@ -107,7 +100,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   __shared__ int merges;
 
   // The next kernel may launch at once: it waits for this grid before its reads.
-  if (lab_trigger == 0) allow_next_grid();
+  allow_next_grid();
   const int tid = threadIdx.x;
   if (tid == 0) trace_start(trace);
   const int warp = tid / 32;
@@ -246,9 +239,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       cp_async_commit();
     }
     if (!waited) {
-      if (lab_trigger == 1) allow_next_grid();
       wait_for_previous_grid();
-      if (lab_trigger == 2) allow_next_grid();
       waited = true;
       if (tid == 0) trace_released(trace);
     }
@@ -640,7 +631,7 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
             pdl, ranks, static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k),
             static_cast<const uint16_t*>(kv.v), kv.layout, kv.block_tables, kv.max_blocks_per_seq, kv_lens, batch,
             shape.n_heads, group, head_tiles, n_groups, rule, scale_log2, decode_workspace_layout(shape, plan),
-            static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out), plan.trace, lab_trigger()));
+            static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out), plan.trace));
         return Status();
       });
     };
@@ -683,8 +674,10 @@ Status decode_attention(const void* q, void* out, DType dtype, const AttentionSh
       return 0;
     return smem;
   }();
-  const attention_detail::DecodeVariant variant =
+  attention_detail::DecodeVariant variant =
       attention_detail::choose_decode_variant(shape.head_dim, max_smem_per_block);
+  static const int lab_stages = [] { const char* e = std::getenv("FUSELM_LAB_ATTN_STAGES"); return e ? std::atoi(e) : 0; }();  // LAB ONLY
+  if (lab_stages > 0) variant.stages = lab_stages;
   return attention_detail::decode_attention_variant(variant, q, out, dtype, shape, kv, kv_lens, batch, plan, workspace,
                                                     stream);
 }

@@ -42,7 +42,7 @@ bool skinny_gemm_clusters_supported() {
   Kernel kernel = skinny_gemm_kernel<__nv_bfloat16, 1, 4, 4, StoreEpilogue>;
   static KernelSupportCache cache;
   const KernelSupport support =
-      cache.get(reinterpret_cast<const void*>(kernel), SkinnyPipe<__nv_bfloat16, 1, 4, 4>::smem_bytes(8));
+      cache.get(reinterpret_cast<const void*>(kernel), SkinnyPipe<__nv_bfloat16, 1, 4, 4>::kSmemBytes);
   return support.status.ok() && support.clusters;
 }
 

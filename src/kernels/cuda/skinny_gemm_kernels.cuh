@@ -6,7 +6,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <mutex>
 
 #include "kernels/cuda/async_copy.cuh"
@@ -328,29 +327,24 @@ __device__ __forceinline__ void norm_rstd(float* rstd, const SkinnyNorm& norm, i
 
 // The per-warp copy pipeline of one kernel instance, all in shared memory. A stage holds U k-tiles
 // of each of the CTA's RT row tiles (U * RT = 4: 2 KB of weights) and the same K range of the
-// activation rows of the m tokens; STAGES - 1 stages are in flight while one is multiplied, so
-// every warp keeps 6 KB of weights on the way without spending registers on them.
+// activation rows; STAGES - 1 stages are in flight while one is multiplied, so every warp keeps
+// 6 KB of weights on the way without spending registers on them.
 template <typename T, int MT, int RT, int WARPS>
 struct SkinnyPipe {
   static constexpr int kStageKTiles = RT >= 4 ? 1 : 4 / RT;  // U
   static constexpr int kStages = 4;
+  static constexpr int kTokens = MT * 8;
   // Activation row stride in the stage, in elements: +8 (16 bytes) puts the eight token rows that a
   // B-fragment load touches in different banks, and keeps each row 16-byte aligned for cp.async.
   static constexpr int kXStride = kStageKTiles * 16 + 8;
   static constexpr int kWBytes = kStageKTiles * RT * 512;
-  static constexpr int kXRowBytes = kXStride * static_cast<int>(sizeof(T));
-  // Sized by the m tokens staged, not the MT * 8 of the mma tile: at one token an 8-warp CTA takes
-  // 70 instead of 100 KB, so a CTA of the next kernel fits beside two of it and starts streaming
-  // its weights before this grid ends (at 100 KB the 8B step's gate_up CTAs waited for the O
-  // projection's to exit).
-  __host__ __device__ static constexpr int warp_bytes(int m) { return kStages * (kWBytes + m * kXRowBytes); }
+  static constexpr int kXBytes = kTokens * kXStride * static_cast<int>(sizeof(T));
+  static constexpr int kWarpBytes = kStages * (kWBytes + kXBytes);
   // After the main loop the same memory holds every warp's accumulators and the CTA's sum of them.
   static constexpr int kFrag = RT * MT * 4;  // accumulator values per lane
   static constexpr int kReduceBytes = (WARPS + 1) * kFrag * 32 * static_cast<int>(sizeof(float));
-  __host__ __device__ static constexpr int smem_bytes(int m) {
-    return WARPS * warp_bytes(m) > kReduceBytes ? WARPS * warp_bytes(m) : kReduceBytes;
-  }
-  static_assert(kWBytes % 16 == 0 && kXRowBytes % 16 == 0, "stages must stay 16-byte aligned");
+  static constexpr int kSmemBytes = WARPS * kWarpBytes > kReduceBytes ? WARPS * kWarpBytes : kReduceBytes;
+  static_assert(kWBytes % 16 == 0 && kXBytes % 16 == 0, "stages must stay 16-byte aligned");
 };
 
 // One lane's share of a stage's activation rows: tokens 0..m-1, columns k0 .. k0 + 16*U - 1, into
@@ -404,7 +398,7 @@ template <typename T, int MT, int RT, int WARPS, class Epilogue>
 __global__ void __launch_bounds__(WARPS * 32)
     skinny_gemm_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
                        const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split, SkinnyNorm norm,
-                       Epilogue epilogue, KernelTrace* trace, int lab_x_rows) {
+                       Epilogue epilogue, KernelTrace* trace) {
   using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
   if (threadIdx.x == 0) trace_start(trace);
   constexpr int U = Pipe::kStageKTiles, STAGES = Pipe::kStages, XS = Pipe::kXStride, kFrag = Pipe::kFrag;
@@ -423,9 +417,9 @@ __global__ void __launch_bounds__(WARPS * 32)
   const int64_t k_end = min(min(k_tiles, (rank + 1) * per_cta), k_begin + per_warp);
   const int stages = k_end > k_begin ? static_cast<int>((k_end - k_begin + U - 1) / U) : 0;
 
-  unsigned char* pipe = smem + warp * Pipe::warp_bytes(lab_x_rows);
+  unsigned char* pipe = smem + warp * Pipe::kWarpBytes;
   uint4* wbuf = reinterpret_cast<uint4*>(pipe);                      // [STAGES][U][RT][32 lanes]
-  T* xbuf = reinterpret_cast<T*>(pipe + STAGES * Pipe::kWBytes);     // [STAGES][m][XS]
+  T* xbuf = reinterpret_cast<T*>(pipe + STAGES * Pipe::kWBytes);     // [STAGES][tokens][XS]
 
   // Each lane copies, and later reads, only its own 16-byte fragment of each weight tile.
   const uint64_t weight_policy = l2_evict_first_policy();
@@ -448,7 +442,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   // zero, but 0 * garbage could be NaN). Tokens >= m are never read.
   auto issue_x = [&](int s) {
     if (s >= stages) return;
-    stage_activations<T, U, XS>(xbuf + (s % STAGES) * (lab_x_rows * XS), x, x_stride, x_vec16, m, cols,
+    stage_activations<T, U, XS>(xbuf + (s % STAGES) * (Pipe::kTokens * XS), x, x_stride, x_vec16, m, cols,
                                 (k_begin + static_cast<int64_t>(s) * U) * 16, lane);
   };
 
@@ -493,7 +487,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
     __syncwarp();  // activation chunks copied by other lanes are visible
     const uint4* ws = wbuf + (s % STAGES) * (U * RT * 32);
-    const T* xs = xbuf + (s % STAGES) * (lab_x_rows * XS);
+    const T* xs = xbuf + (s % STAGES) * (Pipe::kTokens * XS);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (k_begin + static_cast<int64_t>(s) * U + u >= k_end) break;
@@ -741,68 +735,32 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
 struct KernelSupport {
   Status status;
   bool clusters = false;
-  // For residency_capped_smem: the device's SMs and shared memory, the kernel's static shared
-  // memory and the dynamic size its launches may ask for (0 where a query failed: no cap).
-  int sm_count = 0, smem_per_sm = 0, reserved_per_cta = 0, static_smem = 0, max_dynamic_smem = 0;
 };
 
-// `smem_bytes`: what every launch needs at least. With `cap_residency` the instance may be launched
-// with up to the device's per-CTA maximum (see residency_capped_smem).
-inline KernelSupport query_kernel_support(const void* kernel, int smem_bytes, bool cap_residency = false) {
-  KernelSupport support;
-  int device = 0, cluster_launch = 0;
-  if (Status s = cuda_status(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__); !s.ok()) return {s};
-  int optin = 0;
-  if (cap_residency) {
-    if (cudaDeviceGetAttribute(&support.sm_count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&support.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&support.reserved_per_cta, cudaDevAttrReservedSharedMemoryPerBlock, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
-      optin = 0;
-      (void)cudaGetLastError();  // a failed query means no cap, not an error for the next call
-    }
+inline KernelSupport query_kernel_support(const void* kernel, int smem_bytes) {
+  if (smem_bytes > 48 * 1024) {
+    Status s = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes),
+                           "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", __FILE__, __LINE__);
+    if (!s.ok()) return {s, false};
   }
   cudaFuncAttributes attr{};
   if (Status s = cuda_status(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes", __FILE__, __LINE__); !s.ok())
-    return {s};
-  // Static and dynamic shared memory together stay within the opt-in maximum per CTA.
-  const int max_dynamic = std::max(smem_bytes, optin - static_cast<int>(attr.sharedSizeBytes));
-  if (max_dynamic > 48 * 1024) {
-    Status s = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_dynamic),
-                           "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", __FILE__, __LINE__);
-    if (!s.ok()) return {s};
-  }
+    return {s, false};
+  int device = 0, cluster_launch = 0;
+  if (Status s = cuda_status(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__); !s.ok()) return {s, false};
   if (cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) != cudaSuccess) cluster_launch = 0;
-  support.clusters = cluster_launch != 0 && attr.ptxVersion >= 90 && attr.binaryVersion >= 90;
-  support.static_smem = static_cast<int>(attr.sharedSizeBytes);
-  support.max_dynamic_smem = optin > 0 ? max_dynamic : 0;
-  return support;
-}
-
-// The dynamic shared memory of a launch of `grid` CTAs that needs `needed` bytes, raised where that
-// keeps more than ceil(grid / SMs) of its CTAs from sharing an SM. A one-wave GEMM's time is its
-// busiest SM's: small CTAs that the scheduler packs three to an SM while others hold one or none
-// made the 8B step's O and down projections ~30% slower (docs/kernels/skinny_gemm.md). The
-// memory left beside them is what lets the next kernel's CTAs start early.
-inline int residency_capped_smem(int needed, int64_t grid, const KernelSupport& support) {
-  if (support.max_dynamic_smem <= 0 || support.sm_count <= 0 || support.smem_per_sm <= 0) return needed;
-  const int64_t per_sm = (grid + support.sm_count - 1) / support.sm_count;
-  // (per_sm + 1) CTAs of (dynamic + static + reserved) bytes must not fit in one SM.
-  const int64_t floor_bytes =
-      support.smem_per_sm / (per_sm + 1) - support.static_smem - support.reserved_per_cta + 128;
-  const int64_t capped = std::min<int64_t>(std::max<int64_t>(needed, floor_bytes), support.max_dynamic_smem);
-  return static_cast<int>(std::max<int64_t>(capped, needed));
+  return {Status(), cluster_launch != 0 && attr.ptxVersion >= 90 && attr.binaryVersion >= 90};
 }
 
 // Queried once per device and kernel instance, so that launches cost no driver queries.
 class KernelSupportCache {
  public:
-  KernelSupport get(const void* kernel, int smem_bytes, bool cap_residency = false) {
+  KernelSupport get(const void* kernel, int smem_bytes) {
     int device = 0;
-    if (Status s = cuda_status(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__); !s.ok()) return {s};
+    if (Status s = cuda_status(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__); !s.ok()) return {s, false};
     if (device < 0 || device >= kMaxDevices)
-      return {Status::error(str_cat("skinny GEMM: device ", device, " out of range (max ", kMaxDevices, ")"))};
-    std::call_once(once_[device], [&] { support_[device] = query_kernel_support(kernel, smem_bytes, cap_residency); });
+      return {Status::error(str_cat("skinny GEMM: device ", device, " out of range (max ", kMaxDevices, ")")), false};
+    std::call_once(once_[device], [&] { support_[device] = query_kernel_support(kernel, smem_bytes); });
     return support_[device];
   }
 
@@ -847,24 +805,18 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
   using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
   auto* kernel = skinny_gemm_kernel<T, MT, RT, WARPS, Epilogue>;
   static KernelSupportCache cache;  // one per instance
-  const KernelSupport support =
-      cache.get(reinterpret_cast<const void*>(kernel), Pipe::smem_bytes(MT * 8), /*cap_residency=*/true);
+  const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::kSmemBytes);
   if (!support.status.ok()) return support.status;
   if (v.k_split > 1 && !support.clusters) return needs_sm90(v);
   // Without sm_90 code the kernel has no griddepcontrol and must not overlap its predecessor.
   LaunchAttributes attrs(v.k_split, options.pdl && support.clusters);
-  const int64_t grid = (row_tiles + RT - 1) / RT * v.k_split;
-  config.gridDim = dim3(static_cast<unsigned>(grid));
+  config.gridDim = dim3(static_cast<unsigned>((row_tiles + RT - 1) / RT * v.k_split));
   config.blockDim = dim3(WARPS * 32);
-  static const bool lab_full = std::getenv("FUSELM_LAB_XSTAGE_FULL") != nullptr;  // LAB ONLY
-  static const bool lab_no_cap = std::getenv("FUSELM_LAB_NO_CAP") != nullptr;     // LAB ONLY
-  const int x_rows = lab_full ? MT * 8 : in.m;
-  config.dynamicSmemBytes = lab_full || lab_no_cap ? Pipe::smem_bytes(x_rows)
-                                                   : residency_capped_smem(Pipe::smem_bytes(x_rows), grid, support);
+  config.dynamicSmemBytes = Pipe::kSmemBytes;
   config.attrs = attrs.attrs;
   config.numAttrs = attrs.count;
   FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
-                                        v.k_split, norm, epi, options.trace, x_rows));
+                                        v.k_split, norm, epi, options.trace));
   return Status();
 }
 
