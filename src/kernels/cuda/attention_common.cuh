@@ -1,6 +1,6 @@
 #pragma once
 // Building blocks shared by the prefill and decode attention kernels: the dtype and head_dim
-// dispatch points, PTX wrappers (cp.async, ldmatrix, mma.sync m16n8k16), the swizzled shared-memory
+// dispatch points, PTX wrappers (cp.async, ldmatrix; the mma itself is kernels/cuda/mma.cuh), the swizzled shared-memory
 // tile layout, paged-cache tile loads and the per-warp online-softmax step.
 //
 // Everything here is sm_80 PTX (no wgmma), so the same code runs on Ampere and Hopper.
@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/status.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/paged_kv.h"
 
 namespace fuselm::attention_detail {
@@ -98,11 +99,7 @@ struct Mma<__nv_bfloat16> {
   static __device__ __forceinline__ __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
   // d += a * b for a 16x16 (row) by 16x8 (col) bf16 product with fp32 accumulators.
   static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    mma_m16n8k16<__nv_bfloat16>(d, a[0], a[1], a[2], a[3], b0, b1);
   }
 };
 
@@ -115,11 +112,7 @@ struct Mma<__half> {
   static __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
   static __device__ __forceinline__ __half from_float(float v) { return __float2half_rn(v); }
   static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    mma_m16n8k16<__half>(d, a[0], a[1], a[2], a[3], b0, b1);
   }
 };
 

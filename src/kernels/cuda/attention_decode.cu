@@ -26,7 +26,6 @@
 // Decode is memory-bound (each K/V byte feeds group * 4 FLOPs), so tensor cores are used for
 // their issue economy, not their rate: one mma replaces the 16-lane shuffle reductions a
 // CUDA-core dot product would need per (token, head).
-#include <cstdlib>
 #include <algorithm>
 #include <atomic>
 
@@ -674,10 +673,8 @@ Status decode_attention(const void* q, void* out, DType dtype, const AttentionSh
       return 0;
     return smem;
   }();
-  attention_detail::DecodeVariant variant =
+  const attention_detail::DecodeVariant variant =
       attention_detail::choose_decode_variant(shape.head_dim, max_smem_per_block);
-  static const int lab_stages = [] { const char* e = std::getenv("FUSELM_LAB_ATTN_STAGES"); return e ? std::atoi(e) : 0; }();  // LAB ONLY
-  if (lab_stages > 0) variant.stages = lab_stages;
   return attention_detail::decode_attention_variant(variant, q, out, dtype, shape, kv, kv_lens, batch, plan, workspace,
                                                     stream);
 }

@@ -11,33 +11,13 @@
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/cluster.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/skinny_gemm.h"
 #include "kernels/mma_packing.h"
 
 namespace fuselm {
 namespace skinny_detail {
-
-template <typename T>
-__device__ __forceinline__ void mma_16x8x16(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1);
-
-template <>
-__device__ __forceinline__ void mma_16x8x16<__nv_bfloat16>(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
-}
-
-template <>
-__device__ __forceinline__ void mma_16x8x16<__half>(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
-}
 
 // cp.async: global -> shared without registers, so the depth of the weight stream is bounded by
 // shared memory, not by the register file. Weights bypass L1 (.cg): each byte is read once.
@@ -498,7 +478,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         if (tile0 + r >= row_tiles) continue;
         const uint4 a = ws[(u * RT + r) * 32 + lane];
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) mma_16x8x16<T>(acc[r][mt], a, b[mt][0], b[mt][1]);
+        for (int mt = 0; mt < MT; ++mt) mma_m16n8k16<T>(acc[r][mt], a.x, a.y, a.z, a.w, b[mt][0], b[mt][1]);
       }
     }
   }
@@ -668,7 +648,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
           if (warp * RT + r >= tiles_here) continue;
           const uint4 a = ws[(r * U + u) * 32 + lane];
 #pragma unroll
-          for (int mt = 0; mt < MT; ++mt) mma_16x8x16<T>(acc[r][mt], a, bf[mt][0], bf[mt][1]);
+          for (int mt = 0; mt < MT; ++mt) mma_m16n8k16<T>(acc[r][mt], a.x, a.y, a.z, a.w, bf[mt][0], bf[mt][1]);
         }
       }
       __syncwarp();  // every lane has read the stage before it is handed back
