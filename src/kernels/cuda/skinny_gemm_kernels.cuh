@@ -110,14 +110,26 @@ __device__ __forceinline__ void scale_by_rstd(float (&c)[MT][4], const float* rs
     }
 }
 
+// An epilogue finishes one 16-row tile from a lane's accumulator fragment. What it reads from memory
+// (its Operands) is loaded by `load` right after the wait for the previous kernel, while the K
+// loop streams, and handed to `apply`: loaded after the K loop, those reads were a round trip on
+// the kernel's tail (1-2.4 us per residual GEMM in the decode step).
+struct NoOperands {};
+
 struct StoreEpilogue {
   void* out;
   DType out_dtype;
   int64_t stride;
   int64_t rows;
 
+  template <int MT>
+  using Operands = NoOperands;
   template <typename T, int MT>
-  __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m) const {
+  __device__ Operands<MT> load(int64_t, int, int, int) const {
+    return {};
+  }
+  template <typename T, int MT>
+  __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m, const Operands<MT>&) const {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -141,28 +153,35 @@ struct ResidualEpilogue {
   int64_t rows;
   int64_t row_tiles;
 
+  // The residual stream's values of the lane's fragment and the next norm's weights of its rows.
+  template <int MT>
+  struct Operands {
+    float res[MT][4];
+    float gain[2];
+  };
   template <typename T, int MT>
-  __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m) const {
-    const float* norm_w = out.next_norm_weight;
-    // Every load first, then the stores: the compiler may not move a load past a store that could
-    // alias it, and one round trip per element made this epilogue the tail of its kernel.
-    float res[MT][4], gain[2] = {0.0f, 0.0f};
+  __device__ Operands<MT> load(int64_t nt, int g, int t, int m) const {
+    Operands<MT> in;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int64_t row = nt * 16 + frag_row(g, i);
         const int tok = frag_token(mt, t, i);
-        res[mt][i] = row < rows && tok < m ? out.residual[tok * out.residual_stride + row] : 0.0f;
+        in.res[mt][i] = row < rows && tok < m ? out.residual[tok * out.residual_stride + row] : 0.0f;
       }
     }
-    if (norm_w != nullptr) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t row = nt * 16 + g + 8 * h;
-        if (row < rows) gain[h] = norm_w[row];
-      }
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = nt * 16 + g + 8 * h;
+      in.gain[h] = out.next_norm_weight != nullptr && row < rows ? out.next_norm_weight[row] : 0.0f;
     }
+    return in;
+  }
+
+  template <typename T, int MT>
+  __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m, const Operands<MT>& in) const {
+    const bool norm = out.next_norm_weight != nullptr;
     float sq[MT][2] = {};
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
@@ -171,15 +190,15 @@ struct ResidualEpilogue {
         const int64_t row = nt * 16 + frag_row(g, i);
         const int tok = frag_token(mt, t, i);
         if (row >= rows || tok >= m) continue;
-        const float v = res[mt][i] + c[mt][i];
+        const float v = in.res[mt][i] + c[mt][i];
         out.residual[tok * out.residual_stride + row] = v;
-        if (norm_w != nullptr) {
-          static_cast<T*>(out.xg)[tok * out.xg_stride + row] = from_float<T>(v * gain[i / 2]);
+        if (norm) {
+          static_cast<T*>(out.xg)[tok * out.xg_stride + row] = from_float<T>(v * in.gain[i / 2]);
           sq[mt][i & 1] += v * v;
         }
       }
     }
-    if (norm_w == nullptr || out.partials == nullptr) return;
+    if (!norm || out.partials == nullptr) return;
     // Sum of squares over the tile's 16 rows, per token: rows g and g+8 are in this lane; the
     // eight row groups sit in lanes differing in bits 2..4. Fixed order, no atomics.
 #pragma unroll
@@ -200,25 +219,28 @@ struct ResidualEpilogue {
 struct QkvRopeEpilogue {
   SkinnyQkvOut out;
 
+  // The lane's rotation frequency, its tokens' positions and (for K and V rows) their cache blocks.
+  template <int MT>
+  struct Operands {
+    float freq;
+    int pos[MT][2], block[MT][2];
+  };
   template <typename T, int MT>
-  __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m) const {
+  __device__ Operands<MT> load(int64_t nt, int g, int t, int m) const {
+    Operands<MT> in{};
     const int tiles_per_head = out.head_dim / 16;
     const int head = static_cast<int>(nt / tiles_per_head);
-    const int half = out.head_dim / 2;
-    const int dim = static_cast<int>(nt % tiles_per_head) * 8 + g;  // this lane's pair (dim, dim + half)
+    const int dim = static_cast<int>(nt % tiles_per_head) * 8 + g;
     const bool is_q = head < out.n_heads;
     const bool is_v = head >= out.n_heads + out.n_kv_heads;
-    if (head >= out.n_heads + 2 * out.n_kv_heads) return;
-    // Positions, frequency and cache blocks first, all independent loads (as in ResidualEpilogue).
-    const PagedKvLayout& layout = out.kv.layout;
-    const float freq = is_v ? 0.0f : out.inv_freq[dim];
-    int pos[MT][2], block[MT][2];
+    if (head >= out.n_heads + 2 * out.n_kv_heads) return in;
+    in.freq = is_v ? 0.0f : out.inv_freq[dim];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int tok = mt * 8 + 2 * t + e;
-        pos[mt][e] = tok < m ? out.positions[tok] : 0;
+        in.pos[mt][e] = tok < m ? out.positions[tok] : 0;
       }
     if (!is_q) {
 #pragma unroll
@@ -226,11 +248,24 @@ struct QkvRopeEpilogue {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int tok = mt * 8 + 2 * t + e;
-          block[mt][e] = tok < m ? out.kv.block_tables[static_cast<int64_t>(tok) * out.kv.max_blocks_per_seq +
-                                                       pos[mt][e] / layout.block_size]
-                                 : 0;
+          in.block[mt][e] = tok < m ? out.kv.block_tables[static_cast<int64_t>(tok) * out.kv.max_blocks_per_seq +
+                                                          in.pos[mt][e] / out.kv.layout.block_size]
+                                    : 0;
         }
     }
+    return in;
+  }
+
+  template <typename T, int MT>
+  __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m, const Operands<MT>& in) const {
+    const int tiles_per_head = out.head_dim / 16;
+    const int head = static_cast<int>(nt / tiles_per_head);
+    const int half = out.head_dim / 2;
+    const int dim = static_cast<int>(nt % tiles_per_head) * 8 + g;  // this lane's pair (dim, dim + half)
+    const bool is_q = head < out.n_heads;
+    const bool is_v = head >= out.n_heads + out.n_kv_heads;
+    if (head >= out.n_heads + 2 * out.n_kv_heads) return;
+    const PagedKvLayout& layout = out.kv.layout;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -240,7 +275,7 @@ struct QkvRopeEpilogue {
         float lo = c[mt][e], hi = c[mt][2 + e];
         if (!is_v) {
           float s, co;
-          sincosf(static_cast<float>(pos[mt][e]) * freq, &s, &co);
+          sincosf(static_cast<float>(in.pos[mt][e]) * in.freq, &s, &co);
           const float rlo = lo * co - hi * s;
           const float rhi = hi * co + lo * s;
           lo = rlo;
@@ -252,7 +287,7 @@ struct QkvRopeEpilogue {
         } else {
           const int kv_head = (head - out.n_heads) % out.n_kv_heads;
           dst = static_cast<T*>(is_v ? out.kv.v : out.kv.k) +
-                layout.offset(block[mt][e], kv_head, pos[mt][e] % layout.block_size);
+                layout.offset(in.block[mt][e], kv_head, in.pos[mt][e] % layout.block_size);
         }
         dst[dim] = from_float<T>(lo);
         dst[dim + half] = from_float<T>(hi);
@@ -264,8 +299,14 @@ struct QkvRopeEpilogue {
 struct SwigluEpilogue {
   SkinnySwigluOut out;
 
+  template <int MT>
+  using Operands = NoOperands;
   template <typename T, int MT>
-  __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m) const {
+  __device__ Operands<MT> load(int64_t, int, int, int) const {
+    return {};
+  }
+  template <typename T, int MT>
+  __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m, const Operands<MT>&) const {
     const int64_t j = nt * 8 + g;
     if (j >= out.ffn) return;
 #pragma unroll
@@ -441,6 +482,14 @@ __global__ void __launch_bounds__(WARPS * 32)
   for (int s = 0; s < STAGES - 1; ++s) issue_x(s);
   cp_async_commit();
   norm_rstd(rstd, norm, m, warp, WARPS, lane);
+  // The epilogue's operands of the tile this warp finishes (at most one: RT <= WARPS), loaded while
+  // the K loop streams.
+  static_assert(RT <= WARPS, "a warp finishes at most one row tile");
+  typename Epilogue::template Operands<MT> operands{};
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+    if (r % k_split == rank && (r / k_split) % WARPS == warp && tile0 + r < row_tiles)
+      operands = epilogue.template load<T, MT>(tile0 + r, g, t, m);
 
   float acc[RT][MT][4];
 #pragma unroll
@@ -517,7 +566,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     float c[MT][4];
     sum_cluster_partials<MT>(c, part, r, k_split, lane);
     if (norm.partials != nullptr) scale_by_rstd<MT>(c, rstd, t, m);
-    if (tile0 + r < row_tiles) epilogue.template apply<T, MT>(tile0 + r, g, t, c, m);
+    if (tile0 + r < row_tiles) epilogue.template apply<T, MT>(tile0 + r, g, t, c, m, operands);
   }
   // A CTA's shared memory must outlive its peers' reads of it.
   if (k_split > 1) cluster_barrier();
@@ -591,6 +640,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[r][mt][i] = 0.0f;
 
+  typename Epilogue::template Operands<MT> operands[RT] = {};  // consumers: their tiles' epilogue operands
   if (warp == WARPS) {
     // Producer. Weight stages first (they depend on no earlier kernel), then, after the previous
     // grid is done, the activations of those stages; later stages wait for their buffer to be free.
@@ -631,6 +681,12 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
     // 1/rms comes first: the first stage's activations follow the same wait.
     wait_for_previous_grid();
     norm_rstd(rstd, norm, m, warp, WARPS, lane);
+    // The epilogue's operands of the tiles this warp finishes, loaded while the K loop streams.
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      const int j = warp * RT + r;
+      if (j % k_split == rank && j < tiles_here) operands[r] = epilogue.template load<T, MT>(tile0 + j, g, t, m);
+    }
     for (int s = 0; s < stages; ++s) {
       const int b = s % STAGES;
       mbar_wait(&full[b], (s / STAGES) & 1);
@@ -696,7 +752,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
         sum_cluster_partials<MT>(c, part, j, k_split, lane);
       }
       if (norm.partials != nullptr) scale_by_rstd<MT>(c, rstd, t, m);
-      epilogue.template apply<T, MT>(tile0 + j, g, t, c, m);
+      epilogue.template apply<T, MT>(tile0 + j, g, t, c, m, operands[r]);
     }
   }
   if (k_split > 1) cluster_barrier();  // a CTA's shared memory must outlive its peers' reads of it
