@@ -219,11 +219,13 @@ struct ResidualEpilogue {
 struct QkvRopeEpilogue {
   SkinnyQkvOut out;
 
-  // The lane's rotation frequency, its tokens' positions and (for K and V rows) their cache blocks.
+  // The lane's rotation frequency and its tokens' positions. (The cache blocks of K and V rows are
+  // looked up in `apply`: their address needs the position, and waiting for it here held up the
+  // K loop's start by a round trip.)
   template <int MT>
   struct Operands {
     float freq;
-    int pos[MT][2], block[MT][2];
+    int pos[MT][2];
   };
   template <typename T, int MT>
   __device__ Operands<MT> load(int64_t nt, int g, int t, int m) const {
@@ -242,17 +244,6 @@ struct QkvRopeEpilogue {
         const int tok = mt * 8 + 2 * t + e;
         in.pos[mt][e] = tok < m ? out.positions[tok] : 0;
       }
-    if (!is_q) {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int tok = mt * 8 + 2 * t + e;
-          in.block[mt][e] = tok < m ? out.kv.block_tables[static_cast<int64_t>(tok) * out.kv.max_blocks_per_seq +
-                                                          in.pos[mt][e] / out.kv.layout.block_size]
-                                    : 0;
-        }
-    }
     return in;
   }
 
@@ -266,6 +257,19 @@ struct QkvRopeEpilogue {
     const bool is_v = head >= out.n_heads + out.n_kv_heads;
     if (head >= out.n_heads + 2 * out.n_kv_heads) return;
     const PagedKvLayout& layout = out.kv.layout;
+    // Every block lookup first, then the stores (a load may not pass a store that could alias it).
+    int block[MT][2] = {};
+    if (!is_q) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int tok = mt * 8 + 2 * t + e;
+          block[mt][e] = tok < m ? out.kv.block_tables[static_cast<int64_t>(tok) * out.kv.max_blocks_per_seq +
+                                                       in.pos[mt][e] / layout.block_size]
+                                 : 0;
+        }
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -287,7 +291,7 @@ struct QkvRopeEpilogue {
         } else {
           const int kv_head = (head - out.n_heads) % out.n_kv_heads;
           dst = static_cast<T*>(is_v ? out.kv.v : out.kv.k) +
-                layout.offset(in.block[mt][e], kv_head, in.pos[mt][e] % layout.block_size);
+                layout.offset(block[mt][e], kv_head, in.pos[mt][e] % layout.block_size);
         }
         dst[dim] = from_float<T>(lo);
         dst[dim + half] = from_float<T>(hi);
