@@ -198,35 +198,6 @@ __global__ void __launch_bounds__(256) grid_stride_hint(const uint4* __restrict_
   }
   for (; i < n; i += stride) d[i] = s[i];
 }
-// Grid-stride with the next iteration's loads issued before the current iteration's stores, so a
-// thread never has an empty load queue while its stores drain.
-template <int U>
-__global__ void __launch_bounds__(256) grid_stride_pipe(const uint4* __restrict__ s, uint4* __restrict__ d, size_t n) {
-  const size_t stride = (size_t)gridDim.x * blockDim.x;
-  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  bool full = i + (U - 1) * stride < n;
-  uint4 cur[U];
-  if (full) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) cur[u] = s[i + u * stride];
-  }
-  while (full) {
-    const size_t j = i + U * stride;
-    const bool next_full = j + (U - 1) * stride < n;
-    uint4 nxt[U];
-    if (next_full) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) nxt[u] = s[j + u * stride];
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) d[i + u * stride] = cur[u];
-#pragma unroll
-    for (int u = 0; u < U; ++u) cur[u] = nxt[u];
-    i = j;
-    full = next_full;
-  }
-  for (; i < n; i += stride) d[i] = s[i];
-}
 // The pipelined grid-stride copy with an L2 eviction hint per side (as grid_stride_hint).
 template <int U, int LOAD, int STORE>
 __global__ void __launch_bounds__(1024) grid_stride_pipe_hint(const uint4* __restrict__ s, uint4* __restrict__ d, size_t n) {
@@ -308,8 +279,9 @@ __global__ void __launch_bounds__(1024) grid_stride_pipe3(const uint4* __restric
   for (; i < n; i += stride) d[i] = s[i];
 }
 
-// The pipelined copy with other layouts of a thread's U loads: LAYOUT 0 grid-stride (as
-// grid_stride_pipe), 1 warp-contiguous (a warp's U loads are one run of U * 512 bytes), 2
+// Grid-stride with the next iteration's loads issued before the current iteration's stores, so a
+// thread never has an empty load queue while its stores drain; the layout of a thread's U loads:
+// LAYOUT 0 grid-stride, 1 warp-contiguous (a warp's U loads are one run of U * 512 bytes), 2
 // block-contiguous (a block's are one run of U * blockDim * 16 bytes); L2_256 asks L2 to fetch
 // 256-byte sectors on each load.
 template <int U, int LAYOUT, bool L2_256>
@@ -480,14 +452,14 @@ int main(int argc, char** argv) {
       printf("layout off %zu: memcpy %.0f  gs4 528 %.0f  pipe4 264 %.0f  pipe4 528 %.0f  pipe2 528 %.0f  bulk 32x6 %.0f  memcpy %.0f\n",
              off, time([&] { cudaMemcpyAsync(d2, s2, bytes, cudaMemcpyDeviceToDevice); }),
              time([&] { grid_stride<4, false><<<528, 256>>>(s2, d2, n); }),
-             time([&] { grid_stride_pipe<4><<<264, 256>>>(s2, d2, n); }),
-             time([&] { grid_stride_pipe<4><<<528, 256>>>(s2, d2, n); }),
-             time([&] { grid_stride_pipe<2><<<528, 256>>>(s2, d2, n); }),
+             time([&] { pipe_layout<4, 0, false><<<264, 256>>>(s2, d2, n); }),
+             time([&] { pipe_layout<4, 0, false><<<528, 256>>>(s2, d2, n); }),
+             time([&] { pipe_layout<2, 0, false><<<528, 256>>>(s2, d2, n); }),
              time([&] { bulk<<<gb, 32, c.chunk * c.stages>>>(s2, d2, n, c); }),
              time([&] { cudaMemcpyAsync(d2, s2, bytes, cudaMemcpyDeviceToDevice); }));
     }
     cudaMemset(d, 0, bytes);
-    grid_stride_pipe<4><<<264, 256>>>(s, d, n);
+    pipe_layout<4, 0, false><<<264, 256>>>(s, d, n);
     std::vector<unsigned char> back(1 << 20);
     cudaMemcpy(back.data(), d + n - (1 << 16), back.size(), cudaMemcpyDeviceToHost);
     printf("pipelined copy tail check: %s (%s)\n", back[0] == 1 && back.back() == 1 ? "copied" : "WRONG",
