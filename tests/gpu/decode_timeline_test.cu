@@ -82,7 +82,7 @@ TEST(DecodeTimeline, EveryKernelStampsAnOrderedRecord) {
       EXPECT_LE(t.last_released(), t.end());
       // The marks, where a kernel has them, come in order between its release and its end.
       uint64_t before = t.released;
-      for (int m = 0; m < KernelTrace::kMarks; ++m) {
+      for (int m = 0; m < KernelTrace::kOrderedMarks; ++m) {
         if (t.mark(m) == KernelTrace::kUnset) continue;
         EXPECT_LE(before, t.mark(m)) << "mark " << m;
         before = t.mark(m);
@@ -100,8 +100,9 @@ TEST(DecodeTimeline, EveryKernelStampsAnOrderedRecord) {
 
 // What each kernel's marks (kernel_trace.h) stand for, in the lab's columns.
 constexpr const char* kMarkNames =
-    "marks: GEMMs m0 first stage landed, m1 K loop done, m2 epilogue starts; "
-    "attention m0 q and prologue landed, m1 key loop done, m2 split partial written and counted";
+    "marks: GEMMs m0 first stage landed, m1 K loop done, m2 epilogue starts, m3 cluster partials summed, "
+    "m4 epilogue applied; attention m0 q and prologue landed, m1 key loop done, m2 split partial written "
+    "and counted, before the wait: m3 first item located, m4 its block numbers staged, m5 prologue issued";
 
 // Lab: batch 1 and batch 16, prompt 512, the mean over 16 steps and over the layers of each step of, per kind of
 // kernel: when its first and last CTA start, are released from the wait, reach each mark (the
@@ -111,8 +112,9 @@ TEST(DecodeTimeline, DISABLED_Lab) {
   LoadOptions load;
   load.materialize_synthetic = false;
   const char* kOps[] = {"qkv", "attention", "o", "gate_up", "down"};
-  constexpr int kColumns = 8;
-  const char* kColumnNames[kColumns] = {"start", "start_l", "rel", "rel_l", "m0_l", "m1_l", "m2_l", "end_l"};
+  constexpr int kColumns = 11;
+  const char* kColumnNames[kColumns] = {"start", "start_l", "rel",  "rel_l", "m0_l", "m1_l",
+                                        "m2_l",  "m3_l",    "m4_l", "m5_l",  "end_l"};
   std::printf("[bench] us after the predecessor's end (_l: last CTA); %s\n", kMarkNames);
   std::printf("[bench] %-13s %5s %-9s", "shape", "batch", "kernel");
   for (const char* c : kColumnNames) std::printf(" %8s", c);
@@ -123,7 +125,7 @@ TEST(DecodeTimeline, DISABLED_Lab) {
       const int layers = model->config.num_layers;
       const auto steps = traced_steps(*model, 512, 16, batch);
       double sum[5][kColumns] = {}, step_us = 0;
-      int n = 0;
+      int count[5][kColumns] = {};
       for (const std::vector<KernelTrace>& t : steps) {
         step_us += (t.back().end() - t.front().start) * 1e-3;
         for (int l = 0; l < layers; ++l) {
@@ -131,16 +133,25 @@ TEST(DecodeTimeline, DISABLED_Lab) {
             const int i = fused_decode_trace_slot(l, static_cast<FusedTraceOp>(op));
             const KernelTrace& k = t[static_cast<size_t>(i)];
             const double prev_end = static_cast<double>(t[static_cast<size_t>(i - 1)].end());
-            const uint64_t at[kColumns] = {k.start, k.last_start(), k.released, k.last_released(),
-                                           k.mark(0),  k.mark(1),        k.mark(2),  k.end()};
-            for (int c = 0; c < kColumns; ++c) sum[op][c] += (static_cast<double>(at[c]) - prev_end) * 1e-3;
+            const uint64_t at[kColumns] = {k.start,   k.last_start(), k.released, k.last_released(),
+                                           k.mark(0), k.mark(1),      k.mark(2),  k.mark(3),
+                                           k.mark(4), k.mark(5),      k.end()};
+            for (int c = 0; c < kColumns; ++c) {
+              if (at[c] == KernelTrace::kUnset) continue;  // a mark this kernel does not have
+              sum[op][c] += (static_cast<double>(at[c]) - prev_end) * 1e-3;
+              ++count[op][c];
+            }
           }
-          ++n;
         }
       }
       for (int op = 0; op < 5; ++op) {
         std::printf("[bench] %-13s %5d %-9s", shape, batch, kOps[op]);
-        for (int c = 0; c < kColumns; ++c) std::printf(" %8.2f", sum[op][c] / n);
+        for (int c = 0; c < kColumns; ++c) {
+          if (count[op][c] > 0)
+            std::printf(" %8.2f", sum[op][c] / count[op][c]);
+          else
+            std::printf(" %8s", "-");
+        }
         std::printf(" %8.1f\n", step_us / steps.size());
       }
     }

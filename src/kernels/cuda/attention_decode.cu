@@ -165,6 +165,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     // only grow, so a CTA's items come in increasing order, as the cursor needs. (With clusters the
     // previous item ended at a cluster barrier.)
     if (item != unit && cluster == 1) __syncthreads();
+    if (item == unit && tid == 0) trace_mark(trace, 3);  // the first item is located
     // The claim's answer is first needed after the key loop: kept in a register until then, so that
     // the thread that claims does not wait for the atomic before the item's first loads.
     int claim = 0;
@@ -218,6 +219,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       for (int i = tid; i < n_blocks; i += Cfg::kThreads) split_blocks[i] = block_table[first_block + i];
       __syncthreads();
     }
+    if (item == unit && tid == 0) trace_mark(trace, 4);  // its block numbers are staged
     const int32_t* blocks = local_blocks ? split_blocks : block_table;
     const int block_base = local_blocks ? first_block : 0;
     auto load_kv = [&](int step, int stage, int skip) {
@@ -238,6 +240,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       cp_async_commit();
     }
     if (!waited) {
+      if (tid == 0) trace_mark(trace, 5);  // the first item's prologue is issued
       wait_for_previous_grid();
       waited = true;
       if (tid == 0) trace_released(trace);

@@ -4,7 +4,9 @@
 // A traced kernel gets one KernelTrace slot and stamps the GPU's global nanosecond timer when its
 // first and last CTA start, when its first and last CTA are past the wait for the previous kernel,
 // when its last CTA reaches each of a few marks inside the kernel (what they mean is the kernel's:
-// kMarkNames in tests/gpu/decode_timeline_test.cu), and when its last CTA ends. A null slot (the
+// kMarkNames in tests/gpu/decode_timeline_test.cu), and when its last CTA ends. Marks 0-2 come in
+// order between the release and the end; marks 3-5 split a stretch of the kernel further and may lie
+// anywhere (before the wait too). A null slot (the
 // default) records nothing: one predicated branch per stamp.
 #include <cstdint>
 
@@ -16,12 +18,13 @@ namespace fuselm {
 // is held as its bitwise complement. kUnset = nothing recorded.
 struct KernelTrace {
   static constexpr uint64_t kUnset = ~uint64_t{0};
-  static constexpr int kMarks = 3;
+  static constexpr int kMarks = 6;
+  static constexpr int kOrderedMarks = 3;  // marks 0 .. kOrderedMarks - 1 follow the release, in order
   uint64_t start = kUnset;     // first CTA's start (ns)
   uint64_t last_start_complement = kUnset;
   uint64_t released = kUnset;  // first CTA past griddepcontrol.wait (ns); unset for kernels without one
   uint64_t last_released_complement = kUnset;
-  uint64_t mark_complement[kMarks] = {kUnset, kUnset, kUnset};  // last CTA at mark i
+  uint64_t mark_complement[kMarks] = {kUnset, kUnset, kUnset, kUnset, kUnset, kUnset};  // last CTA at mark i
   uint64_t end_complement = kUnset;
   FUSELM_HD static uint64_t latest(uint64_t complement) { return complement == kUnset ? kUnset : ~complement; }
   FUSELM_HD uint64_t last_start() const { return latest(last_start_complement); }
