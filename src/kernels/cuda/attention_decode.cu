@@ -28,6 +28,7 @@
 // CUDA-core dot product would need per (token, head).
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_generic.cuh"
@@ -233,17 +234,27 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     // Prologue: K/V stages 0 .. STAGES-2 as one commit group each, without the newest row; then,
     // after the wait, one more group with the group's query vectors (contiguous in q; rows past the
     // group zero-filled) and the newest row if one of those stages holds it.
+    const int early = rule.lab == 0 || waited ? STAGES - 1 : rule.lab - 1;  // LAB
     #pragma unroll
     for (int stage = 0; stage < STAGES - 1; ++stage) {
       // Empty groups past the split keep the group count, and so the waits below, uniform.
-      if (stage < n_steps) load_kv(stage, stage, newest);
-      cp_async_commit();
+      if (stage < early) {
+        if (stage < n_steps) load_kv(stage, stage, newest);
+        cp_async_commit();
+      }
     }
     if (!waited) {
       if (tid == 0) trace_mark(trace, 5);  // the first item's prologue is issued
       wait_for_previous_grid();
       waited = true;
       if (tid == 0) trace_released(trace);
+    }
+    #pragma unroll
+    for (int stage = 0; stage < STAGES - 1; ++stage) {  // LAB
+      if (stage >= early) {
+        if (stage < n_steps) load_kv(stage, stage, newest);
+        cp_async_commit();
+      }
     }
     static_assert((Cfg::kRows * kChunks) % Cfg::kThreads == 0, "Q chunks must split evenly over the threads");
     #pragma unroll
@@ -627,7 +638,8 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
         const int64_t most_items = static_cast<int64_t>(batch) * n_groups * splits_bound;
         const int64_t units =
             std::min<int64_t>(variant.ctas > 0 ? std::max(1, variant.ctas / ranks) : wave, most_items);
-        const DecodeSplitRule rule{plan.split_tokens, ranks, plan.max_splits_per_seq, plan.min_rank_keys};
+        DecodeSplitRule rule{plan.split_tokens, ranks, plan.max_splits_per_seq, plan.min_rank_keys};
+        if (const char* lab = std::getenv("FUSELM_LAB_ATTN")) rule.lab = std::atoi(lab);  // LAB
         FUSELM_CUDA_RETURN(launch_kernel_in_clusters(
             split_kernel, dim3(static_cast<unsigned>(units * ranks)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream,
             pdl, ranks, static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k),
