@@ -521,14 +521,15 @@ int decode_wave(int ranks) {
   static std::atomic<int> wave_units[kMaxClusterRanks + 1] = {};
   int wave = wave_units[ranks].load(std::memory_order_relaxed);
   if (wave != 0) return wave;
-  if (cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
+  const int lab_smem = Cfg::kSmemBytes + (std::getenv("FUSELM_LAB_SMEM") ? std::atoi(std::getenv("FUSELM_LAB_SMEM")) : 0);  // LAB
+  if (cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lab_smem) != cudaSuccess)
     cudaGetLastError();
   int device = 0, sms = 132, per_sm = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
     sms = 132;
   if (ranks == 1) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, split_kernel, Cfg::kThreads, Cfg::kSmemBytes) !=
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, split_kernel, Cfg::kThreads, lab_smem) !=
         cudaSuccess)
       per_sm = 1;
     wave = std::max(1, sms * std::max(1, per_sm));
@@ -536,7 +537,7 @@ int decode_wave(int ranks) {
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(static_cast<unsigned>(ranks));
     config.blockDim = dim3(Cfg::kThreads);
-    config.dynamicSmemBytes = Cfg::kSmemBytes;
+    config.dynamicSmemBytes = lab_smem;
     LaunchAttributes cluster_only(ranks, false);
     config.attrs = cluster_only.attrs;
     config.numAttrs = cluster_only.count;
@@ -624,8 +625,9 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
         constexpr int kStages = decltype(stages_tag)::value;
         using Cfg = DecodeConfig<kHeadDim, kStages>;
         auto split_kernel = decode_split_kernel<T, kHeadDim, kStages>;
+        const int lab_smem = Cfg::kSmemBytes + (std::getenv("FUSELM_LAB_SMEM") ? std::atoi(std::getenv("FUSELM_LAB_SMEM")) : 0);  // LAB
         FUSELM_CUDA_RETURN(
-            cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
+            cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lab_smem));
         const int wave = decode_wave<T, kHeadDim, kStages>(ranks);
         // No more CTAs (clusters) than the step can have items: in clusters, with splits of at least
         // min_rank_keys, a sequence with fewer ranks than the cluster is one split (of at most
@@ -641,7 +643,7 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
         DecodeSplitRule rule{plan.split_tokens, ranks, plan.max_splits_per_seq, plan.min_rank_keys};
         if (const char* lab = std::getenv("FUSELM_LAB_ATTN")) rule.lab = std::atoi(lab);  // LAB
         FUSELM_CUDA_RETURN(launch_kernel_in_clusters(
-            split_kernel, dim3(static_cast<unsigned>(units * ranks)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream,
+            split_kernel, dim3(static_cast<unsigned>(units * ranks)), dim3(Cfg::kThreads), lab_smem, stream,
             pdl, ranks, static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k),
             static_cast<const uint16_t*>(kv.v), kv.layout, kv.block_tables, kv.max_blocks_per_seq, kv_lens, batch,
             shape.n_heads, group, head_tiles, n_groups, rule, scale_log2, decode_workspace_layout(shape, plan),
