@@ -28,7 +28,6 @@
 // CUDA-core dot product would need per (token, head).
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_generic.cuh"
@@ -64,6 +63,9 @@ DecodeWorkspaceLayout decode_workspace_layout(const AttentionShape& shape, const
 namespace {
 
 constexpr int kMaxClusterRanks = 8;  // the portable cluster size
+// Block numbers of one CTA's keys, staged in shared memory per item: split_tokens / block_size + 1
+// at most (a split may start inside a block), so the launcher bounds split_tokens by this.
+constexpr int kMaxSplitBlocks = 128;
 
 template <int HEAD_DIM, int STAGES>
 struct DecodeConfig {
@@ -129,7 +131,6 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   int* ctas_done = next_unclaimed + 1;
   uint8_t* records = workspace + DecodeWorkspaceLayout::kHeaderBytes;
   __shared__ int64_t claimed;  // in rank 0: the cluster's next item
-  constexpr int kMaxSplitBlocks = 64;
   __shared__ int32_t split_blocks[kMaxSplitBlocks];
   // The items' sequences, found 32 at a time: each warp's lanes load one length each and sum the
   // items by shuffles, redundantly in every warp, with no barrier (walking the lengths one sequence
@@ -215,46 +216,48 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     // clobber keeps the compiler from batching them), and made the K/V issue the item's tail.
     const int first_block = split_begin >> block_shift;
     const int n_blocks = n_steps > 0 ? ((split_end - 1) >> block_shift) - first_block + 1 : 0;
-    const bool local_blocks = n_blocks <= kMaxSplitBlocks;
-    if (local_blocks) {
-      for (int i = tid; i < n_blocks; i += Cfg::kThreads) split_blocks[i] = block_table[first_block + i];
-      __syncthreads();
-    }
+    // (The launcher keeps a split within kMaxSplitBlocks blocks.)
+    for (int i = tid; i < n_blocks; i += Cfg::kThreads) split_blocks[i] = block_table[first_block + i];
+    __syncthreads();
     if (item == unit && tid == 0) trace_mark(trace, 4);  // its block numbers are staged
-    const int32_t* blocks = local_blocks ? split_blocks : block_table;
-    const int block_base = local_blocks ? first_block : 0;
+    // One stage's K and V rows first .. first + kKeys - 1 (zero-filled past the split, the row at
+    // `skip` left for load_kv_row). K and V share the layout, so one address serves both. A rolled
+    // loop: run once or twice per item, this code is fetched cold at each launch (the other kernels
+    // of the layer evict it from the instruction cache), so its size is time on the item's path.
     auto load_kv = [&](int step, int stage, int skip) {
       const int first = split_begin + step * Cfg::kKeys;
-      load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(k_tile(stage), k_pool, layout, blocks, block_shift, kv_head,
-                                                        first, split_end, tid, skip, block_base);
-      load_kv_tile<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(v_tile(stage), v_pool, layout, blocks, block_shift, kv_head,
-                                                        first, split_end, tid, skip, block_base);
+      const uint32_t k_dst = k_tile(stage), v_dst = v_tile(stage);
+      #pragma unroll 1
+      for (int idx = tid; idx < Cfg::kKeys * kChunks; idx += Cfg::kThreads) {
+        const int row = idx / kChunks;
+        const int chunk = idx % kChunks;
+        const int pos = first + row;
+        if (pos == skip) continue;
+        const bool valid = pos < split_end;
+        const int64_t offset =
+            valid ? layout.offset(split_blocks[(pos >> block_shift) - first_block], kv_head, pos & (layout.block_size - 1)) +
+                        chunk * 8
+                  : 0;
+        const uint32_t at = SwizzledTile<HEAD_DIM>::offset(row, chunk);
+        cp_async_16(k_dst + at, k_pool + offset, valid);
+        cp_async_16(v_dst + at, v_pool + offset, valid);
+      }
     };
 
     // Prologue: K/V stages 0 .. STAGES-2 as one commit group each, without the newest row; then,
     // after the wait, one more group with the group's query vectors (contiguous in q; rows past the
     // group zero-filled) and the newest row if one of those stages holds it.
-    const int early = rule.lab == 0 || waited ? STAGES - 1 : rule.lab - 1;  // LAB
-    #pragma unroll
+    #pragma unroll 1
     for (int stage = 0; stage < STAGES - 1; ++stage) {
       // Empty groups past the split keep the group count, and so the waits below, uniform.
-      if (stage < early) {
-        if (stage < n_steps) load_kv(stage, stage, newest);
-        cp_async_commit();
-      }
+      if (stage < n_steps) load_kv(stage, stage, newest);
+      cp_async_commit();
     }
     if (!waited) {
       if (tid == 0) trace_mark(trace, 5);  // the first item's prologue is issued
       wait_for_previous_grid();
       waited = true;
       if (tid == 0) trace_released(trace);
-    }
-    #pragma unroll
-    for (int stage = 0; stage < STAGES - 1; ++stage) {  // LAB
-      if (stage >= early) {
-        if (stage < n_steps) load_kv(stage, stage, newest);
-        cp_async_commit();
-      }
     }
     static_assert((Cfg::kRows * kChunks) % Cfg::kThreads == 0, "Q chunks must split evenly over the threads");
     #pragma unroll
@@ -270,10 +273,10 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       const int newest_step = (newest - split_begin) / Cfg::kKeys;
       if (newest_step < STAGES - 1) {
         const int first = split_begin + newest_step * Cfg::kKeys;
-        load_kv_row<HEAD_DIM>(k_tile(newest_step), k_pool, layout, blocks, block_shift, kv_head, first, newest, tid,
-                              block_base);
-        load_kv_row<HEAD_DIM>(v_tile(newest_step), v_pool, layout, blocks, block_shift, kv_head, first, newest, tid,
-                              block_base);
+        load_kv_row<HEAD_DIM>(k_tile(newest_step), k_pool, layout, split_blocks, block_shift, kv_head, first, newest,
+                              tid, first_block);
+        load_kv_row<HEAD_DIM>(v_tile(newest_step), v_pool, layout, split_blocks, block_shift, kv_head, first, newest,
+                              tid, first_block);
       }
     }
     cp_async_commit();
@@ -521,15 +524,14 @@ int decode_wave(int ranks) {
   static std::atomic<int> wave_units[kMaxClusterRanks + 1] = {};
   int wave = wave_units[ranks].load(std::memory_order_relaxed);
   if (wave != 0) return wave;
-  const int lab_smem = Cfg::kSmemBytes + (std::getenv("FUSELM_LAB_SMEM") ? std::atoi(std::getenv("FUSELM_LAB_SMEM")) : 0);  // LAB
-  if (cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lab_smem) != cudaSuccess)
+  if (cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
     cudaGetLastError();
   int device = 0, sms = 132, per_sm = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
     sms = 132;
   if (ranks == 1) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, split_kernel, Cfg::kThreads, lab_smem) !=
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, split_kernel, Cfg::kThreads, Cfg::kSmemBytes) !=
         cudaSuccess)
       per_sm = 1;
     wave = std::max(1, sms * std::max(1, per_sm));
@@ -537,7 +539,7 @@ int decode_wave(int ranks) {
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(static_cast<unsigned>(ranks));
     config.blockDim = dim3(Cfg::kThreads);
-    config.dynamicSmemBytes = lab_smem;
+    config.dynamicSmemBytes = Cfg::kSmemBytes;
     LaunchAttributes cluster_only(ranks, false);
     config.attrs = cluster_only.attrs;
     config.numAttrs = cluster_only.count;
@@ -594,6 +596,10 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
   if (plan.split_tokens <= 0 || plan.split_tokens % kv.layout.block_size != 0)
     return Status::error(str_cat("decode_attention: split_tokens=", plan.split_tokens,
                                  " must be a positive multiple of block_size=", kv.layout.block_size));
+  if (plan.split_tokens / kv.layout.block_size + 1 > kMaxSplitBlocks)
+    return Status::error(str_cat("decode_attention: split_tokens=", plan.split_tokens, " spans more than ",
+                                 kMaxSplitBlocks - 1, " blocks of ", kv.layout.block_size, " tokens; use at most ",
+                                 (kMaxSplitBlocks - 1) * kv.layout.block_size));
   if (plan.max_splits_per_seq <= 0)
     return Status::error(str_cat("decode_attention: max_splits_per_seq=", plan.max_splits_per_seq,
                                  " must be > 0 (ceil(max_seq_len / split_tokens))"));
@@ -625,9 +631,8 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
         constexpr int kStages = decltype(stages_tag)::value;
         using Cfg = DecodeConfig<kHeadDim, kStages>;
         auto split_kernel = decode_split_kernel<T, kHeadDim, kStages>;
-        const int lab_smem = Cfg::kSmemBytes + (std::getenv("FUSELM_LAB_SMEM") ? std::atoi(std::getenv("FUSELM_LAB_SMEM")) : 0);  // LAB
         FUSELM_CUDA_RETURN(
-            cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lab_smem));
+            cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
         const int wave = decode_wave<T, kHeadDim, kStages>(ranks);
         // No more CTAs (clusters) than the step can have items: in clusters, with splits of at least
         // min_rank_keys, a sequence with fewer ranks than the cluster is one split (of at most
@@ -640,10 +645,9 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
         const int64_t most_items = static_cast<int64_t>(batch) * n_groups * splits_bound;
         const int64_t units =
             std::min<int64_t>(variant.ctas > 0 ? std::max(1, variant.ctas / ranks) : wave, most_items);
-        DecodeSplitRule rule{plan.split_tokens, ranks, plan.max_splits_per_seq, plan.min_rank_keys};
-        if (const char* lab = std::getenv("FUSELM_LAB_ATTN")) rule.lab = std::atoi(lab);  // LAB
+        const DecodeSplitRule rule{plan.split_tokens, ranks, plan.max_splits_per_seq, plan.min_rank_keys};
         FUSELM_CUDA_RETURN(launch_kernel_in_clusters(
-            split_kernel, dim3(static_cast<unsigned>(units * ranks)), dim3(Cfg::kThreads), lab_smem, stream,
+            split_kernel, dim3(static_cast<unsigned>(units * ranks)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream,
             pdl, ranks, static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k),
             static_cast<const uint16_t*>(kv.v), kv.layout, kv.block_tables, kv.max_blocks_per_seq, kv_lens, batch,
             shape.n_heads, group, head_tiles, n_groups, rule, scale_log2, decode_workspace_layout(shape, plan),

@@ -37,7 +37,6 @@ struct DecodeSplitRule {
   int cluster = 1;       // CTAs per cluster: 1, or a power of two
   int max_splits = 0;    // split slots per sequence in the workspace
   int min_rank_keys = kMinRankKeys;
-  int lab = 0;  // LAB: prologue stages issued before the wait (0: all)
 };
 
 // CTAs that attend one split of a sequence of kv_len tokens.
