@@ -123,10 +123,11 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   // position but the newest was written by earlier steps: only q and the newest K/V row come from
   // the previous kernel (the QKV projection). So the first item's K/V prologue is issued before
   // waiting for it, and overlaps its tail; q and the newest row follow the wait.
-  const int cluster = rule.cluster;  // CTAs per item
-  const int cluster_rank = static_cast<int>(blockIdx.x) % cluster;
-  const int64_t units = gridDim.x / cluster;  // CTAs, or clusters, that take items
-  const int64_t unit = blockIdx.x / cluster;
+  const int cluster = rule.cluster;  // CTAs per item (a power of two)
+  const int cluster_shift = log2_of_pow2(cluster);
+  const int cluster_rank = static_cast<int>(blockIdx.x) & (cluster - 1);
+  const int64_t units = gridDim.x >> cluster_shift;  // CTAs, or clusters, that take items
+  const int64_t unit = blockIdx.x >> cluster_shift;
   int* next_unclaimed = reinterpret_cast<int*>(workspace);  // items past the first `units`
   int* ctas_done = next_unclaimed + 1;
   uint8_t* records = workspace + DecodeWorkspaceLayout::kHeaderBytes;
@@ -176,8 +177,8 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     // The item's head groups take `ranks` CTAs each: this CTA is rank `rank` of group group_index
     // (past the last group when the item has fewer groups than the cluster has room for: idle).
     const int ranks = cursor.ranks;
-    const int rank = cluster_rank % ranks;
-    const int group_index = cursor.group_of(item) + cluster_rank / ranks;
+    const int rank = cluster_rank & (ranks - 1);
+    const int group_index = cursor.group_of(item) + (cluster_rank >> cursor.rank_shift);
     const bool idle = group_index >= n_groups;
     const int split = cursor.split_of(item);
     const int kv_head = group_index / head_tiles;

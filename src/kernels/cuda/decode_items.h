@@ -39,18 +39,30 @@ struct DecodeSplitRule {
   int min_rank_keys = kMinRankKeys;
 };
 
-// CTAs that attend one split of a sequence of kv_len tokens.
-FUSELM_HD int decode_ranks(int kv_len, const DecodeSplitRule& rule) {
-  int ranks = 1;
-  while (ranks < rule.cluster && static_cast<int64_t>(ranks) * rule.min_rank_keys < kv_len) ranks *= 2;
-  return ranks;
+// log2 of a power of two. The counts below divide by powers of two (ranks, the cluster, head groups
+// per item) with shifts: the kernel's CTAs evaluate them before their first loads, and a division
+// is a long instruction sequence there.
+FUSELM_HD int log2_of_pow2(int v) {
+  int shift = 0;
+  while ((1 << shift) < v) ++shift;
+  return shift;
 }
+
+// log2 of the CTAs that attend one split of a sequence of kv_len tokens.
+FUSELM_HD int decode_rank_shift(int kv_len, const DecodeSplitRule& rule) {
+  int shift = 0;
+  while ((1 << shift) < rule.cluster && (static_cast<int64_t>(rule.min_rank_keys) << shift) < kv_len) ++shift;
+  return shift;
+}
+
+// CTAs that attend one split of a sequence of kv_len tokens.
+FUSELM_HD int decode_ranks(int kv_len, const DecodeSplitRule& rule) { return 1 << decode_rank_shift(kv_len, rule); }
 
 // Keys per rank of a split (the last ranks of a sequence's last split may have fewer, or none).
 FUSELM_HD int decode_rank_tokens(int kv_len, const DecodeSplitRule& rule) {
   if (rule.cluster <= 1) return rule.split_tokens;
-  const int ranks = decode_ranks(kv_len, rule);
-  const int even = (kv_len + ranks - 1) / ranks;
+  const int shift = decode_rank_shift(kv_len, rule);
+  const int even = (kv_len + (1 << shift) - 1) >> shift;
   const int rounded = even <= 16 ? 16 : (even + 15) / 16 * 16;
   return rounded < rule.split_tokens ? rounded : rule.split_tokens;
 }
@@ -77,8 +89,8 @@ FUSELM_HD int decode_splits(int kv_len, int64_t capacity, const DecodeSplitRule&
 
 // Items of one sequence: its splits, times the items each split takes (head groups per item).
 FUSELM_HD int decode_seq_items(int kv_len, int64_t capacity, int groups, const DecodeSplitRule& rule) {
-  const int per_item = rule.cluster / decode_ranks(kv_len, rule);
-  return decode_splits(kv_len, capacity, rule) * ((groups + per_item - 1) / per_item);
+  const int per_item_shift = log2_of_pow2(rule.cluster) - decode_rank_shift(kv_len, rule);  // head groups per item
+  return decode_splits(kv_len, capacity, rule) * ((groups + (1 << per_item_shift) - 1) >> per_item_shift);
 }
 
 // Where an item is: its sequence (and that sequence's length and shape of work), from which the
@@ -86,6 +98,7 @@ FUSELM_HD int decode_seq_items(int kv_len, int64_t capacity, int groups, const D
 struct DecodeItemCursor {
   int seq = 0, n_splits = 0, kv_len = 0;  // the item's sequence
   int ranks = 1;                          // CTAs per split of it
+  int rank_shift = 0;                     // log2(ranks)
   int groups_per_item = 1;                // head groups per item: cluster / ranks
   int64_t first_item = 0;                 // number of its first item
 
@@ -95,14 +108,16 @@ struct DecodeItemCursor {
     first_item = first;
     kv_len = len;
     n_splits = decode_splits(len, capacity, rule);
-    ranks = decode_ranks(len, rule);
-    groups_per_item = rule.cluster / ranks;
-    items_per_split = (groups + groups_per_item - 1) / groups_per_item;
+    rank_shift = decode_rank_shift(len, rule);
+    const int per_item_shift = log2_of_pow2(rule.cluster) - rank_shift;
+    ranks = 1 << rank_shift;
+    groups_per_item = 1 << per_item_shift;
+    items_per_split = (groups + groups_per_item - 1) >> per_item_shift;
   }
-  // The split and first head group of an item of this sequence.
-  FUSELM_HD int split_of(int64_t item) const { return static_cast<int>((item - first_item) / items_per_split); }
+  // The split and first head group of an item of this sequence (a sequence's items fit an int).
+  FUSELM_HD int split_of(int64_t item) const { return static_cast<int>(item - first_item) / items_per_split; }
   FUSELM_HD int group_of(int64_t item) const {
-    return static_cast<int>((item - first_item) % items_per_split) * groups_per_item;
+    return static_cast<int>(item - first_item) % items_per_split * groups_per_item;
   }
 
  private:

@@ -471,8 +471,10 @@ __global__ void __launch_bounds__(WARPS * 32)
                                 (k_begin + static_cast<int64_t>(s) * U) * 16, lane);
   };
 
-  // Groups in order: W0 .. W(STAGES-2), X(0 .. STAGES-2), then one group per later stage.
-#pragma unroll
+  // Groups in order: W0 .. W(STAGES-2), X(0 .. STAGES-2), then one group per later stage. The
+  // prologue's loops stay rolled: this code runs once per launch, fetched cold (the step's other
+  // kernels evict it from the instruction cache), so its size is time before the first stage lands.
+#pragma unroll 1
   for (int s = 0; s < STAGES - 1; ++s) {
     issue_weights(s);
     cp_async_commit();
@@ -482,7 +484,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   if (stages <= STAGES - 1) allow_next_grid();
   wait_for_previous_grid();
   if (threadIdx.x == 0) trace_released(trace);
-#pragma unroll
+#pragma unroll 1
   for (int s = 0; s < STAGES - 1; ++s) issue_x(s);
   cp_async_commit();
   norm_rstd(rstd, norm, m, warp, WARPS, lane);
