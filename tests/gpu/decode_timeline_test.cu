@@ -100,9 +100,9 @@ TEST(DecodeTimeline, EveryKernelStampsAnOrderedRecord) {
 
 // What each kernel's marks (kernel_trace.h) stand for, in the lab's columns.
 constexpr const char* kMarkNames =
-    "marks: GEMMs m0 first stage landed, m1 K loop done, m2 epilogue starts, m3 cluster partials summed, "
-    "m4 epilogue applied; attention m0 q and prologue landed, m1 key loop done, m2 split partial written "
-    "and counted, before the wait: m3 first item located, m4 its block numbers staged, m5 prologue issued";
+    "marks: GEMMs m0 first stage landed, m1 K loop done, m2 epilogue starts; attention m0 q and prologue "
+    "landed, m1 key loop done, m2 split partial written and counted, before the wait: m3 first item located, "
+    "m4 its block numbers staged, m5 prologue issued";
 
 // Lab: batch 1 and batch 16, prompt 512, the mean over 16 steps and over the layers of each step of, per kind of
 // kernel: when its first and last CTA start, are released from the wait, reach each mark (the

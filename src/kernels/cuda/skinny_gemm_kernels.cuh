@@ -571,10 +571,8 @@ __global__ void __launch_bounds__(WARPS * 32)
     // Rank 0 + rank 1 + ... in that order, whichever rank adds them.
     float c[MT][4];
     sum_cluster_partials<MT>(c, part, r, k_split, lane);
-    if (threadIdx.x == 0) trace_mark(trace, 3);  // the cluster's partial sums are read
     if (norm.partials != nullptr) scale_by_rstd<MT>(c, rstd, t, m);
     if (tile0 + r < row_tiles) epilogue.template apply<T, MT>(tile0 + r, g, t, c, m, operands);
-    if (threadIdx.x == 0) trace_mark(trace, 4);  // the epilogue is applied
   }
   // A CTA's shared memory must outlive its peers' reads of it.
   if (k_split > 1) cluster_barrier();
@@ -759,11 +757,9 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
       } else {
         sum_cluster_partials<MT>(c, part, j, k_split, lane);
       }
-      if (threadIdx.x == 0) trace_mark(trace, 3);  // the cluster's partial sums are read
-      if (norm.partials != nullptr) scale_by_rstd<MT>(c, rstd, t, m);
+        if (norm.partials != nullptr) scale_by_rstd<MT>(c, rstd, t, m);
       epilogue.template apply<T, MT>(tile0 + j, g, t, c, m, operands[r]);
-      if (threadIdx.x == 0) trace_mark(trace, 4);  // the epilogue is applied
-    }
+      }
   }
   if (k_split > 1) cluster_barrier();  // a CTA's shared memory must outlive its peers' reads of it
   if (trace != nullptr) {
