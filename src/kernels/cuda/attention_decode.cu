@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
 
     // This CTA's keys: the split's, or with clusters its rank's stretch of them (possibly none,
     // when a short sequence leaves the last ranks without keys).
-    const int rank_tokens = decode_rank_tokens(kv_len, rule);
+    const int rank_tokens = cursor.rank_tokens;
     const int split_begin = (split * ranks + rank) * rank_tokens;
     const int split_end = min(kv_len, split_begin + rank_tokens);
     const int n_steps =
@@ -419,9 +419,15 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
         else
           write_partial(row, d, acc, merged_max, sum);
       }
-      if (n_splits > 1 && !idle) __threadfence();
-      // No rank leaves (and reuses its shared memory) while another may still read it.
-      cluster_barrier();
+      // No rank leaves (and reuses its shared memory) while another may still read it. A sequence of
+      // one split orders nothing else here (the cluster's item is one sequence, so every rank takes
+      // the same branch); a partial must be visible before rank 0 counts it in.
+      if (n_splits == 1) {
+        cluster_barrier_relaxed();
+      } else {
+        if (!idle) __threadfence();
+        cluster_barrier();
+      }
       if (tid == 0) trace_mark(trace, 2);  // the split's output (or partial) is written
       if (n_splits == 1 || rank != 0 || idle) continue;
       // The group's rank 0 counts the split in, as a lone CTA does below (every rank fenced its

@@ -16,6 +16,19 @@ __device__ __forceinline__ void cluster_barrier() {
 #endif
 }
 
+// The same barrier with a relaxed arrive: it orders nothing this CTA wrote before it. For a barrier
+// that only keeps CTAs from leaving (or reusing their shared memory) while peers may still read it:
+// a peer's reads are done when it arrives. The releasing arrive of cluster_barrier() also waits
+// until this CTA's earlier global stores are visible, which at a kernel's tail costs a memory round
+// trip (docs/kernels/fused_decode.md, session 11).
+__device__ __forceinline__ void cluster_barrier_relaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+#else
+  __trap();
+#endif
+}
+
 // `p` (an address in this CTA's shared memory) in the shared memory of cluster rank `rank`.
 template <class T>
 __device__ __forceinline__ T* cluster_peer(T* p, int rank) {

@@ -48,49 +48,72 @@ FUSELM_HD int log2_of_pow2(int v) {
   return shift;
 }
 
-// log2 of the CTAs that attend one split of a sequence of kv_len tokens.
-FUSELM_HD int decode_rank_shift(int kv_len, const DecodeSplitRule& rule) {
-  int shift = 0;
-  while ((1 << shift) < rule.cluster && (static_cast<int64_t>(rule.min_rank_keys) << shift) < kv_len) ++shift;
-  return shift;
+// How one sequence's cache is cut, from its length and the plan alone. Computed once per sequence
+// and handed on: the kernel's CTAs work it out before their first loads, where every inlined copy
+// of these few lines is code fetched cold (docs/kernels/attention.md, session 11).
+struct DecodeSeqShape {
+  int rank_shift = 0;   // log2 of the CTAs that attend one split
+  int rank_tokens = 0;  // keys per rank (the last ranks of the last split may have fewer, or none)
+  int n_splits = 0;     // 0 for an empty sequence or one that does not fit the plan
+  FUSELM_HD int ranks() const { return 1 << rank_shift; }
+  FUSELM_HD int split_tokens() const { return rank_tokens << rank_shift; }
+};
+
+FUSELM_HD DecodeSeqShape decode_seq_shape(int kv_len, int64_t capacity, const DecodeSplitRule& rule) {
+  DecodeSeqShape shape;
+  while ((1 << shape.rank_shift) < rule.cluster &&
+         (static_cast<int64_t>(rule.min_rank_keys) << shape.rank_shift) < kv_len)
+    ++shape.rank_shift;
+  if (rule.cluster <= 1) {
+    shape.rank_tokens = rule.split_tokens;
+  } else {
+    const int even = (kv_len + shape.ranks() - 1) >> shape.rank_shift;
+    const int rounded = even <= 16 ? 16 : (even + 15) / 16 * 16;
+    shape.rank_tokens = rounded < rule.split_tokens ? rounded : rule.split_tokens;
+  }
+  // Within the block table's capacity and within the workspace's split slots (ceil(kv_len / split)
+  // <= max_splits, without a 64-bit division); the kernel writes NaN for a sequence that is not.
+  const int split = shape.split_tokens();
+  if (kv_len > 0 && kv_len <= capacity && static_cast<int64_t>(split) * rule.max_splits >= kv_len)
+    shape.n_splits = (kv_len + split - 1) / split;
+  return shape;
 }
 
 // CTAs that attend one split of a sequence of kv_len tokens.
-FUSELM_HD int decode_ranks(int kv_len, const DecodeSplitRule& rule) { return 1 << decode_rank_shift(kv_len, rule); }
+FUSELM_HD int decode_ranks(int kv_len, const DecodeSplitRule& rule) {
+  return decode_seq_shape(kv_len, kv_len, rule).ranks();
+}
 
 // Keys per rank of a split (the last ranks of a sequence's last split may have fewer, or none).
 FUSELM_HD int decode_rank_tokens(int kv_len, const DecodeSplitRule& rule) {
-  if (rule.cluster <= 1) return rule.split_tokens;
-  const int shift = decode_rank_shift(kv_len, rule);
-  const int even = (kv_len + (1 << shift) - 1) >> shift;
-  const int rounded = even <= 16 ? 16 : (even + 15) / 16 * 16;
-  return rounded < rule.split_tokens ? rounded : rule.split_tokens;
+  return decode_seq_shape(kv_len, kv_len, rule).rank_tokens;
 }
 
 FUSELM_HD int decode_split_tokens(int kv_len, const DecodeSplitRule& rule) {
-  return decode_ranks(kv_len, rule) * decode_rank_tokens(kv_len, rule);
+  return decode_seq_shape(kv_len, kv_len, rule).split_tokens();
 }
 
 // Whether a sequence of kv_len tokens fits the plan: within its block table's capacity and within
 // the workspace's split slots. The kernel writes NaN for a sequence that does not.
 FUSELM_HD bool decode_length_ok(int kv_len, int64_t capacity, const DecodeSplitRule& rule) {
   if (kv_len > capacity) return false;
-  // ceil(kv_len / split) <= max_splits, without a 64-bit division (the kernel's CTAs evaluate this
-  // before their first loads).
   return static_cast<int64_t>(decode_split_tokens(kv_len, rule)) * rule.max_splits >= kv_len;
 }
 
 // Splits of a sequence with work to do: 0 for an empty sequence or one that does not fit the plan.
 FUSELM_HD int decode_splits(int kv_len, int64_t capacity, const DecodeSplitRule& rule) {
-  if (kv_len <= 0 || !decode_length_ok(kv_len, capacity, rule)) return 0;
-  const int split = decode_split_tokens(kv_len, rule);
-  return (kv_len + split - 1) / split;
+  return decode_seq_shape(kv_len, capacity, rule).n_splits;
 }
 
-// Items of one sequence: its splits, times the items each split takes (head groups per item).
+// Items of a sequence of the given shape: its splits, times the items each split takes (the head
+// groups over the head groups per item, cluster / ranks).
+FUSELM_HD int decode_items_of(const DecodeSeqShape& shape, int groups, const DecodeSplitRule& rule) {
+  const int per_item_shift = log2_of_pow2(rule.cluster) - shape.rank_shift;
+  return shape.n_splits * ((groups + (1 << per_item_shift) - 1) >> per_item_shift);
+}
+
 FUSELM_HD int decode_seq_items(int kv_len, int64_t capacity, int groups, const DecodeSplitRule& rule) {
-  const int per_item_shift = log2_of_pow2(rule.cluster) - decode_rank_shift(kv_len, rule);  // head groups per item
-  return decode_splits(kv_len, capacity, rule) * ((groups + (1 << per_item_shift) - 1) >> per_item_shift);
+  return decode_items_of(decode_seq_shape(kv_len, capacity, rule), groups, rule);
 }
 
 // Where an item is: its sequence (and that sequence's length and shape of work), from which the
@@ -99,6 +122,7 @@ struct DecodeItemCursor {
   int seq = 0, n_splits = 0, kv_len = 0;  // the item's sequence
   int ranks = 1;                          // CTAs per split of it
   int rank_shift = 0;                     // log2(ranks)
+  int rank_tokens = 0;                    // keys per rank
   int groups_per_item = 1;                // head groups per item: cluster / ranks
   int64_t first_item = 0;                 // number of its first item
 
@@ -107,10 +131,12 @@ struct DecodeItemCursor {
     seq = s;
     first_item = first;
     kv_len = len;
-    n_splits = decode_splits(len, capacity, rule);
-    rank_shift = decode_rank_shift(len, rule);
+    const DecodeSeqShape shape = decode_seq_shape(len, capacity, rule);
+    n_splits = shape.n_splits;
+    rank_shift = shape.rank_shift;
+    rank_tokens = shape.rank_tokens;
+    ranks = shape.ranks();
     const int per_item_shift = log2_of_pow2(rule.cluster) - rank_shift;
-    ranks = 1 << rank_shift;
     groups_per_item = 1 << per_item_shift;
     items_per_split = (groups + groups_per_item - 1) >> per_item_shift;
   }

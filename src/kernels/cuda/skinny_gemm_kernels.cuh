@@ -216,6 +216,15 @@ struct ResidualEpilogue {
   }
 };
 
+// The RoPE rotation of one (dim, dim + half) pair, out of line: sincosf is a long instruction
+// sequence (with a slow path for large arguments), and a copy inlined per token slot made the
+// epilogue, which runs once per launch from a cold instruction cache, that much longer to fetch.
+__device__ __noinline__ float2 rope_rotate(float lo, float hi, int pos, float freq) {
+  float s, co;
+  sincosf(static_cast<float>(pos) * freq, &s, &co);
+  return make_float2(lo * co - hi * s, hi * co + lo * s);
+}
+
 struct QkvRopeEpilogue {
   SkinnyQkvOut out;
 
@@ -233,7 +242,6 @@ struct QkvRopeEpilogue {
     const int tiles_per_head = out.head_dim / 16;
     const int head = static_cast<int>(nt / tiles_per_head);
     const int dim = static_cast<int>(nt % tiles_per_head) * 8 + g;
-    const bool is_q = head < out.n_heads;
     const bool is_v = head >= out.n_heads + out.n_kv_heads;
     if (head >= out.n_heads + 2 * out.n_kv_heads) return in;
     in.freq = is_v ? 0.0f : out.inv_freq[dim];
@@ -278,12 +286,9 @@ struct QkvRopeEpilogue {
         if (tok >= m) continue;
         float lo = c[mt][e], hi = c[mt][2 + e];
         if (!is_v) {
-          float s, co;
-          sincosf(static_cast<float>(in.pos[mt][e]) * in.freq, &s, &co);
-          const float rlo = lo * co - hi * s;
-          const float rhi = hi * co + lo * s;
-          lo = rlo;
-          hi = rhi;
+          const float2 rotated = rope_rotate(lo, hi, in.pos[mt][e], in.freq);
+          lo = rotated.x;
+          hi = rotated.y;
         }
         T* dst;
         if (is_q) {
@@ -574,8 +579,8 @@ __global__ void __launch_bounds__(WARPS * 32)
     if (norm.partials != nullptr) scale_by_rstd<MT>(c, rstd, t, m);
     if (tile0 + r < row_tiles) epilogue.template apply<T, MT>(tile0 + r, g, t, c, m, operands);
   }
-  // A CTA's shared memory must outlive its peers' reads of it.
-  if (k_split > 1) cluster_barrier();
+  // A CTA's shared memory must outlive its peers' reads of it (nothing else to order: relaxed).
+  if (k_split > 1) cluster_barrier_relaxed();
   if (trace != nullptr) {
     __syncthreads();  // every warp's epilogue is done
     if (threadIdx.x == 0) trace_end(trace);
@@ -761,7 +766,8 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
       epilogue.template apply<T, MT>(tile0 + j, g, t, c, m, operands[r]);
       }
   }
-  if (k_split > 1) cluster_barrier();  // a CTA's shared memory must outlive its peers' reads of it
+  // A CTA's shared memory must outlive its peers' reads of it (nothing else to order: relaxed).
+  if (k_split > 1) cluster_barrier_relaxed();
   if (trace != nullptr) {
     __syncthreads();  // every warp's epilogue is done
     if (threadIdx.x == 0) trace_end(trace);
