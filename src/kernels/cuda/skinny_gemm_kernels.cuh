@@ -219,7 +219,7 @@ struct ResidualEpilogue {
 // The RoPE rotation of one (dim, dim + half) pair, out of line: sincosf is a long instruction
 // sequence (with a slow path for large arguments), and a copy inlined per token slot made the
 // epilogue, which runs once per launch from a cold instruction cache, that much longer to fetch.
-__device__ __noinline__ float2 rope_rotate(float lo, float hi, int pos, float freq) {
+static __device__ __noinline__ float2 rope_rotate(float lo, float hi, int pos, float freq) {
   float s, co;
   sincosf(static_cast<float>(pos) * freq, &s, &co);
   return make_float2(lo * co - hi * s, hi * co + lo * s);
