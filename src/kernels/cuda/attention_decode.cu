@@ -424,9 +424,9 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       // the same branch); a partial must be visible before rank 0 counts it in.
       if (n_splits == 1) {
         // The relaxed arrive orders no load either: the claim read from rank 0 must have landed
-        // (rank 0 writes the next one after this barrier). An instruction that reads the register
-        // waits for it.
-        asm volatile("mov.b64 %0, %0;" : "+l"(next_item));
+        // (rank 0 writes the next one after this barrier), so it is used here (claims are never
+        // negative), and the instruction that reads the register waits for it.
+        if (next_item < 0) __trap();
         cluster_barrier_relaxed();
       } else {
         if (!idle) __threadfence();
