@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "kernels/cuda/decode_items.h"
 
 namespace fuselm {
 
@@ -314,6 +315,9 @@ void validate_plan(const Plan& plan, const std::string& where) {
         " runs in thread-block clusters (compute capability 9.0+); the plan's GPU is sm_", g.sm());
   check(a.split_tokens > 0 && a.split_tokens % plan.kv_block_size == 0, "decode.attention.split_tokens ",
         a.split_tokens, " is not a positive multiple of the KV block size ", plan.kv_block_size);
+  check(a.split_tokens / plan.kv_block_size + 1 <= kDecodeMaxSplitBlocks, "decode.attention.split_tokens ",
+        a.split_tokens, " spans more than ", kDecodeMaxSplitBlocks - 1, " KV blocks of ", plan.kv_block_size,
+        " tokens; use at most ", (kDecodeMaxSplitBlocks - 1) * plan.kv_block_size);
   for (const SplitTiming& t : a.timings)
     check(t.us.size() == a.measured_cases.size(), "decode.attention.measured: split ", t.split_tokens, " has ",
           t.us.size(), " timings for ", a.measured_cases.size(), " cases");

@@ -573,6 +573,11 @@ TEST(AttentionLauncher, RejectsUnsupportedShapesWithAClearMessage) {
   m = decode_attention(fake, fake, DType::BF16, shape, kv, fake_i, 1, DecodeAttentionPlan{40, 4}, fake, nullptr)
           .message();
   EXPECT_NE(m.find("split_tokens=40"), std::string::npos) << m;
+  // A split's block numbers are staged in shared memory: at most 127 blocks of 16 tokens.
+  m = decode_attention(fake, fake, DType::BF16, shape, kv, fake_i, 1, DecodeAttentionPlan{2048, 4}, fake, nullptr)
+          .message();
+  EXPECT_NE(m.find("split_tokens=2048 spans more than 127 blocks of 16 tokens; use at most 2032"), std::string::npos)
+      << m;
   DecodeAttentionPlan three_ranks{256, 4};
   three_ranks.cluster_ranks = 3;
   m = decode_attention(fake, fake, DType::BF16, shape, kv, fake_i, 1, three_ranks, fake, nullptr).message();

@@ -98,6 +98,29 @@ TEST(DecodeItems, ClusterSplitsFollowTheSequencesLength) {
   EXPECT_EQ(decode_splits(4097, 4096, rule), 0);  // past the block table
 }
 
+// The one-pass shape the kernel computes per sequence agrees with the rules written out, for every
+// cluster size, split size and length, including lengths past the block table or the split slots.
+TEST(DecodeItems, SequenceShapeFollowsTheRules) {
+  const int64_t capacity = 2048;
+  const int max_splits = 6;
+  for (int cluster : {1, 2, 4, 8})
+    for (int split_tokens : {64, 256, 512}) {
+      const DecodeSplitRule rule{split_tokens, cluster, max_splits};
+      for (int len = 0; len <= 3000; ++len) {
+        const DecodeSeqShape shape = decode_seq_shape(len, capacity, rule);
+        const int split = reference_split(len, split_tokens, cluster);
+        const int splits = (len + split - 1) / split;
+        const int expected = len <= 0 || len > capacity || splits > max_splits ? 0 : splits;
+        ASSERT_EQ(shape.ranks(), reference_ranks(len, cluster)) << cluster << " " << split_tokens << " " << len;
+        ASSERT_EQ(shape.split_tokens(), split) << cluster << " " << split_tokens << " " << len;
+        ASSERT_EQ(shape.n_splits, expected) << cluster << " " << split_tokens << " " << len;
+        ASSERT_EQ(decode_seq_items(len, capacity, 8, rule), expected * ((8 + cluster / shape.ranks() - 1) /
+                                                                         (cluster / shape.ranks())))
+            << cluster << " " << split_tokens << " " << len;
+      }
+    }
+}
+
 // A window over `lens` filled one sequence at a time, as the kernel's threads fill it together.
 template <int kWindow>
 struct HostWindow {

@@ -542,6 +542,9 @@ TEST_F(PlanFile, InconsistentEdits) {
   j["decode"]["attention"]["split_tokens"] = 100;
   expect_load_error(j, {"split_tokens 100 is not a positive multiple of the KV block size 16"});
   j = good_;
+  j["decode"]["attention"]["split_tokens"] = 4096;
+  expect_load_error(j, {"split_tokens 4096 spans more than 127 KV blocks of 16 tokens; use at most 2032"});
+  j = good_;
   j["decode"]["attention"]["split_tokens"] = 512;  // derived numbers left as they were
   expect_load_error(j, {"do not follow from split 512"});
   j = good_;

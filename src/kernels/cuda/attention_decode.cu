@@ -63,9 +63,6 @@ DecodeWorkspaceLayout decode_workspace_layout(const AttentionShape& shape, const
 namespace {
 
 constexpr int kMaxClusterRanks = 8;  // the portable cluster size
-// Block numbers of one CTA's keys, staged in shared memory per item: split_tokens / block_size + 1
-// at most (a split may start inside a block), so the launcher bounds split_tokens by this.
-constexpr int kMaxSplitBlocks = 128;
 
 template <int HEAD_DIM, int STAGES>
 struct DecodeConfig {
@@ -132,7 +129,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   int* ctas_done = next_unclaimed + 1;
   uint8_t* records = workspace + DecodeWorkspaceLayout::kHeaderBytes;
   __shared__ int64_t claimed;  // in rank 0: the cluster's next item
-  __shared__ int32_t split_blocks[kMaxSplitBlocks];
+  __shared__ int32_t split_blocks[kDecodeMaxSplitBlocks];
   // The items' sequences, found 32 at a time: each warp's lanes load one length each and sum the
   // items by shuffles, redundantly in every warp, with no barrier (walking the lengths one sequence
   // at a time was a round trip per sequence before a CTA's first item: at batch 64 most of the
@@ -217,7 +214,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     // clobber keeps the compiler from batching them), and made the K/V issue the item's tail.
     const int first_block = split_begin >> block_shift;
     const int n_blocks = n_steps > 0 ? ((split_end - 1) >> block_shift) - first_block + 1 : 0;
-    // (The launcher keeps a split within kMaxSplitBlocks blocks.)
+    // (The launcher keeps a split within kDecodeMaxSplitBlocks blocks.)
     for (int i = tid; i < n_blocks; i += Cfg::kThreads) split_blocks[i] = block_table[first_block + i];
     __syncthreads();
     if (item == unit && tid == 0) trace_mark(trace, 4);  // its block numbers are staged
@@ -607,10 +604,10 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
   if (plan.split_tokens <= 0 || plan.split_tokens % kv.layout.block_size != 0)
     return Status::error(str_cat("decode_attention: split_tokens=", plan.split_tokens,
                                  " must be a positive multiple of block_size=", kv.layout.block_size));
-  if (plan.split_tokens / kv.layout.block_size + 1 > kMaxSplitBlocks)
+  if (plan.split_tokens / kv.layout.block_size + 1 > kDecodeMaxSplitBlocks)
     return Status::error(str_cat("decode_attention: split_tokens=", plan.split_tokens, " spans more than ",
-                                 kMaxSplitBlocks - 1, " blocks of ", kv.layout.block_size, " tokens; use at most ",
-                                 (kMaxSplitBlocks - 1) * kv.layout.block_size));
+                                 kDecodeMaxSplitBlocks - 1, " blocks of ", kv.layout.block_size, " tokens; use at most ",
+                                 (kDecodeMaxSplitBlocks - 1) * kv.layout.block_size));
   if (plan.max_splits_per_seq <= 0)
     return Status::error(str_cat("decode_attention: max_splits_per_seq=", plan.max_splits_per_seq,
                                  " must be > 0 (ceil(max_seq_len / split_tokens))"));

@@ -14,6 +14,10 @@
 
 namespace fuselm {
 
+// A CTA stages the block numbers of its keys in shared memory per item, so a split may span at most
+// this many KV blocks: split_tokens / block_size + 1 (a split may start inside a block).
+inline constexpr int kDecodeMaxSplitBlocks = 128;
+
 // A CTA of a cluster attends at least this many keys where the sequence allows (fewer ranks for
 // shorter sequences), so that each CTA's load latency is spent on a worthwhile share of them.
 inline constexpr int kMinRankKeys = 128;
