@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     // clobber keeps the compiler from batching them), and made the K/V issue the item's tail.
     const int first_block = split_begin >> block_shift;
     const int n_blocks = n_steps > 0 ? ((split_end - 1) >> block_shift) - first_block + 1 : 0;
-    // (The launcher keeps a split within kDecodeMaxSplitBlocks blocks.)
+    // (A split spans at most kDecodeMaxSplitBlocks blocks: the launcher checks split_tokens.)
     for (int i = tid; i < n_blocks; i += Cfg::kThreads) split_blocks[i] = block_table[first_block + i];
     __syncthreads();
     if (item == unit && tid == 0) trace_mark(trace, 4);  // its block numbers are staged
@@ -232,10 +232,10 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
         const int pos = first + row;
         if (pos == skip) continue;
         const bool valid = pos < split_end;
-        const int64_t offset =
-            valid ? layout.offset(split_blocks[(pos >> block_shift) - first_block], kv_head, pos & (layout.block_size - 1)) +
-                        chunk * 8
-                  : 0;
+        const int64_t offset = valid ? layout.offset(split_blocks[(pos >> block_shift) - first_block], kv_head,
+                                                     pos & (layout.block_size - 1)) +
+                                           chunk * 8
+                                     : 0;
         const uint32_t at = SwizzledTile<HEAD_DIM>::offset(row, chunk);
         cp_async_16(k_dst + at, k_pool + offset, valid);
         cp_async_16(v_dst + at, v_pool + offset, valid);
@@ -606,8 +606,8 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
                                  " must be a positive multiple of block_size=", kv.layout.block_size));
   if (plan.split_tokens / kv.layout.block_size + 1 > kDecodeMaxSplitBlocks)
     return Status::error(str_cat("decode_attention: split_tokens=", plan.split_tokens, " spans more than ",
-                                 kDecodeMaxSplitBlocks - 1, " blocks of ", kv.layout.block_size, " tokens; use at most ",
-                                 (kDecodeMaxSplitBlocks - 1) * kv.layout.block_size));
+                                 kDecodeMaxSplitBlocks - 1, " blocks of ", kv.layout.block_size,
+                                 " tokens; use at most ", (kDecodeMaxSplitBlocks - 1) * kv.layout.block_size));
   if (plan.max_splits_per_seq <= 0)
     return Status::error(str_cat("decode_attention: max_splits_per_seq=", plan.max_splits_per_seq,
                                  " must be > 0 (ceil(max_seq_len / split_tokens))"));

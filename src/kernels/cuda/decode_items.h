@@ -76,7 +76,7 @@ FUSELM_HD DecodeSeqShape decode_seq_shape(int kv_len, int64_t capacity, const De
     shape.rank_tokens = rounded < rule.split_tokens ? rounded : rule.split_tokens;
   }
   // Within the block table's capacity and within the workspace's split slots (ceil(kv_len / split)
-  // <= max_splits, without a 64-bit division); the kernel writes NaN for a sequence that is not.
+  // <= max_splits, without a 64-bit division); the kernel writes NaN for a sequence that does not fit.
   const int split = shape.split_tokens();
   if (kv_len > 0 && kv_len <= capacity && static_cast<int64_t>(split) * rule.max_splits >= kv_len)
     shape.n_splits = (kv_len + split - 1) / split;

@@ -762,9 +762,9 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
       } else {
         sum_cluster_partials<MT>(c, part, j, k_split, lane);
       }
-        if (norm.partials != nullptr) scale_by_rstd<MT>(c, rstd, t, m);
+      if (norm.partials != nullptr) scale_by_rstd<MT>(c, rstd, t, m);
       epilogue.template apply<T, MT>(tile0 + j, g, t, c, m, operands[r]);
-      }
+    }
   }
   // A CTA's shared memory must outlive its peers' reads of it (nothing else to order: relaxed).
   if (k_split > 1) cluster_barrier_relaxed();
