@@ -163,13 +163,12 @@ struct SwizzledTile {
 // Copies tile rows [0, ROWS) holding cache positions first_pos + row of one (sequence, kv head)
 // into a swizzled tile. Rows at positions >= valid_end are zero-filled and never read from
 // global memory: the block table past a sequence's end may hold anything, and zeros keep the
-// masked P*V products finite. The row at skip_pos (if any) is left alone, for load_kv_row to
-// copy later (a row the previous kernel is still writing). Block numbers are read at
-// block_table[(pos >> block_shift) - block_base]: the whole table, or a copy of a stretch of it.
+// masked P*V products finite. (Decode attention issues its K and V rows with its own rolled loop:
+// attention_decode.cu.)
 template <int HEAD_DIM, int ROWS, int THREADS>
 __device__ __forceinline__ void load_kv_tile(uint32_t tile, const uint16_t* pool, const PagedKvLayout& layout,
                                              const int32_t* block_table, int block_shift, int kv_head, int first_pos,
-                                             int valid_end, int tid, int skip_pos = -1, int block_base = 0) {
+                                             int valid_end, int tid) {
   constexpr int kChunks = HEAD_DIM / 8;
   static_assert((ROWS * kChunks) % THREADS == 0, "tile chunks must split evenly over the threads");
 #pragma unroll
@@ -178,19 +177,20 @@ __device__ __forceinline__ void load_kv_tile(uint32_t tile, const uint16_t* pool
     const int row = idx / kChunks;
     const int chunk = idx % kChunks;
     const int pos = first_pos + row;
-    if (pos == skip_pos) continue;
     const bool valid = pos < valid_end;
     const uint16_t* src = pool;
     if (valid) {
-      const int block = block_table[(pos >> block_shift) - block_base];
+      const int block = block_table[pos >> block_shift];
       src = pool + layout.offset(block, kv_head, pos & (layout.block_size - 1)) + chunk * 8;
     }
     cp_async_16(tile + SwizzledTile<HEAD_DIM>::offset(row, chunk), src, valid);
   }
 }
 
-// Copies the one row at cache position pos (< valid_end) of the tile that starts at first_pos: the
-// row load_kv_tile skipped. Threads 0 .. HEAD_DIM / 8 - 1 each copy a 16-byte chunk.
+// Copies the one row at cache position pos of the tile that starts at first_pos: the row decode
+// attention leaves out of its first stages until the previous kernel, which writes it, is done.
+// Block numbers are read at block_table[(pos >> block_shift) - block_base] (a staged stretch of the
+// table). Threads 0 .. HEAD_DIM / 8 - 1 each copy a 16-byte chunk.
 template <int HEAD_DIM>
 __device__ __forceinline__ void load_kv_row(uint32_t tile, const uint16_t* pool, const PagedKvLayout& layout,
                                             const int32_t* block_table, int block_shift, int kv_head, int first_pos,

@@ -109,10 +109,15 @@ FUSELM_HD int decode_splits(int kv_len, int64_t capacity, const DecodeSplitRule&
   return decode_seq_shape(kv_len, capacity, rule).n_splits;
 }
 
+// log2 of the head groups one item (one cluster) takes for a sequence of this shape: cluster / ranks.
+FUSELM_HD int decode_per_item_shift(const DecodeSeqShape& shape, const DecodeSplitRule& rule) {
+  return log2_of_pow2(rule.cluster) - shape.rank_shift;
+}
+
 // Items of a sequence of the given shape: its splits, times the items each split takes (the head
-// groups over the head groups per item, cluster / ranks).
+// groups over the head groups per item).
 FUSELM_HD int decode_items_of(const DecodeSeqShape& shape, int groups, const DecodeSplitRule& rule) {
-  const int per_item_shift = log2_of_pow2(rule.cluster) - shape.rank_shift;
+  const int per_item_shift = decode_per_item_shift(shape, rule);
   return shape.n_splits * ((groups + (1 << per_item_shift) - 1) >> per_item_shift);
 }
 
@@ -140,7 +145,7 @@ struct DecodeItemCursor {
     rank_shift = shape.rank_shift;
     rank_tokens = shape.rank_tokens;
     ranks = shape.ranks();
-    const int per_item_shift = log2_of_pow2(rule.cluster) - rank_shift;
+    const int per_item_shift = decode_per_item_shift(shape, rule);
     groups_per_item = 1 << per_item_shift;
     items_per_split = (groups + groups_per_item - 1) >> per_item_shift;
   }
