@@ -202,6 +202,33 @@ TEST(SkinnyGemm, ResultOfATokenIsBitwiseIndependentOfTheBatch) {
   }
 }
 
+// One 8-token tile on one-row-tile, 8-warp warp pipelines whose grid fits one CTA per SM and whose
+// warps have long K loops runs with twice the stages (K = 8200: 64+ k-tiles a warp, and a K tail);
+// 9-16 tokens run on four. A token's bits must be the same either way, and match the reference.
+TEST(SkinnyGemm, DeepWarpPipelineKeepsATokensBits) {
+  REQUIRE_GPU();
+  const DType t = DType::BF16;
+  const int64_t rows = 1000, cols = 8200;
+  TestWeight w(rows, cols, t);
+  TestInput in(16, cols, t, cols);
+  const auto want = reference_matmul(in.host, 16, w.host, rows, cols);
+  for (const auto& v : skinny_gemm_variants()) {
+    if (v.row_tiles != 1 || v.warps != 8 || v.pipeline != SkinnyPipeline::kWarpSplitK) continue;
+    if (v.k_split > 1 && !skinny_gemm_clusters_supported()) continue;
+    DeviceBuffer<float> full(16 * rows);
+    STATUS_OK(skinny_gemm_store(w.view, in.view, SkinnyNorm{}, full.ptr, DType::F32, rows, v, nullptr));
+    const auto shallow = full.download();
+    EXPECT_LE(rel_err(shallow, want), 1e-4) << v.name();
+    for (int m : {1, 5, 8}) {
+      DeviceBuffer<float> part(m * rows);
+      STATUS_OK(skinny_gemm_store(w.view, SkinnyInput{in.view.x, cols, m}, SkinnyNorm{}, part.ptr, DType::F32, rows, v,
+                                  nullptr));
+      const auto got = part.download();
+      ASSERT_EQ(std::memcmp(got.data(), shallow.data(), got.size() * sizeof(float)), 0) << v.name() << " m=" << m;
+    }
+  }
+}
+
 TEST(SkinnyGemm, RepeatedRunsAreBitwiseIdentical) {
   REQUIRE_GPU();
   const int64_t rows = 1000, cols = 4096;

@@ -359,10 +359,10 @@ __device__ __forceinline__ void norm_rstd(float* rstd, const SkinnyNorm& norm, i
 // of each of the CTA's RT row tiles (U * RT = 4: 2 KB of weights) and the same K range of the
 // activation rows; STAGES - 1 stages are in flight while one is multiplied, so every warp keeps
 // 6 KB of weights on the way without spending registers on them.
-template <typename T, int MT, int RT, int WARPS>
+template <typename T, int MT, int RT, int WARPS, int STAGES = 4>
 struct SkinnyPipe {
   static constexpr int kStageKTiles = RT >= 4 ? 1 : 4 / RT;  // U
-  static constexpr int kStages = 4;
+  static constexpr int kStages = STAGES;
   static constexpr int kTokens = MT * 8;
   // Activation row stride in the stage, in elements: +8 (16 bytes) puts the eight token rows that a
   // B-fragment load touches in different banks, and keeps each row 16-byte aligned for cp.async.
@@ -424,12 +424,12 @@ __device__ __forceinline__ void activation_fragments(uint32_t (&b)[MT][2], const
 // With programmatic dependent launch the prologue's weight copies run before griddepcontrol.wait:
 // weights are never written by an earlier kernel, everything else (activations, norm partials and
 // all the epilogue's reads and writes) comes after it.
-template <typename T, int MT, int RT, int WARPS, class Epilogue>
+template <typename T, int MT, int RT, int WARPS, class Epilogue, int PIPE_STAGES = 4>
 __global__ void __launch_bounds__(WARPS * 32)
     skinny_gemm_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
                        const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split, SkinnyNorm norm,
                        Epilogue epilogue, KernelTrace* trace) {
-  using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
+  using Pipe = SkinnyPipe<T, MT, RT, WARPS, PIPE_STAGES>;
   if (threadIdx.x == 0) trace_start(trace);
   constexpr int U = Pipe::kStageKTiles, STAGES = Pipe::kStages, XS = Pipe::kXStride, kFrag = Pipe::kFrag;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -824,6 +824,50 @@ inline Status needs_sm90(const SkinnyGemmVariant& v) {
                                "default_skinny_variant(rows, cols, sm_count, skinny_gemm_clusters_supported())"));
 }
 
+// The current device's SM count and per-block shared-memory limit, queried once per device (zeros
+// when a query fails: then no deep pipeline).
+struct DeviceLimits {
+  int sm_count = 0;
+  int max_smem_per_block = 0;
+};
+inline DeviceLimits device_limits() {
+  constexpr int kMaxDevices = 64;
+  static std::once_flag once[kMaxDevices];
+  static DeviceLimits limits[kMaxDevices];
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) return {};
+  std::call_once(once[device], [&] {
+    DeviceLimits l;
+    if (cudaDeviceGetAttribute(&l.sm_count, cudaDevAttrMultiProcessorCount, device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&l.max_smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) == cudaSuccess)
+      limits[device] = l;
+  });
+  return limits[device];
+}
+
+template <typename T, int MT, int RT, int WARPS, class Epilogue, int STAGES>
+Status launch_warp_pipeline(cudaLaunchConfig_t config, int64_t grid, const uint4* wp, int64_t row_tiles,
+                            int64_t k_tiles, int64_t cols, const T* xp, const SkinnyInput& in, bool x_vec16,
+                            const SkinnyNorm& norm, const Epilogue& epi, const SkinnyGemmVariant& v,
+                            SkinnyGemmLaunch options) {
+  using Pipe = SkinnyPipe<T, MT, RT, WARPS, STAGES>;
+  auto* kernel = skinny_gemm_kernel<T, MT, RT, WARPS, Epilogue, STAGES>;
+  static KernelSupportCache cache;  // one per instance
+  const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::kSmemBytes);
+  if (!support.status.ok()) return support.status;
+  if (v.k_split > 1 && !support.clusters) return needs_sm90(v);
+  // Without sm_90 code the kernel has no griddepcontrol and must not overlap its predecessor.
+  LaunchAttributes attrs(v.k_split, options.pdl && support.clusters);
+  config.gridDim = dim3(static_cast<unsigned>(grid));
+  config.blockDim = dim3(WARPS * 32);
+  config.dynamicSmemBytes = Pipe::kSmemBytes;
+  config.attrs = attrs.attrs;
+  config.numAttrs = attrs.count;
+  FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, cols, xp, in.stride, x_vec16, in.m,
+                                        v.k_split, norm, epi, options.trace));
+  return Status();
+}
+
 template <typename T, int MT, int RT, int WARPS, class Epilogue>
 Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm, const Epilogue& epi,
                     const SkinnyGemmVariant& v, SkinnyGemmLaunch options, cudaStream_t stream) {
@@ -850,22 +894,25 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
                                           v.k_split, norm, epi, options.trace));
     return Status();
   }
-  using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
-  auto* kernel = skinny_gemm_kernel<T, MT, RT, WARPS, Epilogue>;
-  static KernelSupportCache cache;  // one per instance
-  const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::kSmemBytes);
-  if (!support.status.ok()) return support.status;
-  if (v.k_split > 1 && !support.clusters) return needs_sm90(v);
-  // Without sm_90 code the kernel has no griddepcontrol and must not overlap its predecessor.
-  LaunchAttributes attrs(v.k_split, options.pdl && support.clusters);
-  config.gridDim = dim3(static_cast<unsigned>((row_tiles + RT - 1) / RT * v.k_split));
-  config.blockDim = dim3(WARPS * 32);
-  config.dynamicSmemBytes = Pipe::kSmemBytes;
-  config.attrs = attrs.attrs;
-  config.numAttrs = attrs.count;
-  FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
-                                        v.k_split, norm, epi, options.trace));
-  return Status();
+  using Shallow = SkinnyPipe<T, MT, RT, WARPS>;
+  const int64_t grid = (row_tiles + RT - 1) / RT * v.k_split;
+  // A grid of at most one 8-warp CTA per SM (up to 8 tokens) leaves an SM's shared memory half used
+  // at four stages, and a long K loop then waits on latency with 48 KB in flight per SM: give it
+  // twice the stages (1B down projection: K loop 11.4 -> 7.9 us). Not for a short K loop, which the
+  // prologue already covers, since a deep CTA keeps the next kernel's CTAs off its SM until it exits.
+  // The stage count changes no result (each warp adds its k-tiles in the same order).
+  if constexpr (MT == 1 && RT == 1 && WARPS == 8) {
+    const int64_t warp_k_tiles = ((k_tiles + v.k_split - 1) / v.k_split + WARPS - 1) / WARPS;
+    const int64_t warp_stages = (warp_k_tiles + Shallow::kStageKTiles - 1) / Shallow::kStageKTiles;
+    using Deep = SkinnyPipe<T, MT, RT, WARPS, 2 * Shallow::kStages>;
+    const DeviceLimits limits = device_limits();
+    if (grid <= limits.sm_count && Deep::kSmemBytes <= limits.max_smem_per_block &&
+        warp_stages > 2 * Shallow::kStages)
+      return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Deep::kStages>(
+          config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
+  }
+  return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Shallow::kStages>(
+      config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
 }
 
 // The one dispatch point for the variant's compile-time shape (row tiles x warps).
