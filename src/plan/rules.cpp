@@ -56,14 +56,13 @@ constexpr PlanRule kRules[] = {
      .evidence = "not measured on this architecture: without clusters, 2 row tiles per CTA; run fuselm tune"},
 
     // Decode attention: kernel by head_dim, one split size for every batch.
-    {.ops = bit(PlanOp::DecodeAttention), .shape = exactly(64), .sm = kHopper, .choice = "mma_c8",
-     .evidence = "H200 bf16, Llama-3.2-1B shape: the split-KV kernel in clusters of 8: batch 1 decode 1,149.7-1,149.9 "
-                 "against 1,115.6-1,116.0 tok/s with one CTA per split, batch 16 13,863-14,099 against 13,935-13,964 "
-                 "output tok/s (bench/results/dev/ab/s12/c/; in session 8, before the kernel lost half its code, "
-                 "batch 16 was 17% slower in clusters: bench/results/dev/ab/clusters/)"},
     {.ops = bit(PlanOp::DecodeAttention), .shape = exactly(64), .sm = kAmpereOrNewer, .choice = "mma",
      .evidence = "tensor-core split-KV kernel: one wave of CTAs takes (split, head group) items, 3 K/V stages "
-                 "(2 where a block cannot have 100 KB) (kernels/cuda/attention_decode.cu)"},
+                 "(2 where a block cannot have 100 KB) (kernels/cuda/attention_decode.cu). In clusters of 8 on H200, "
+                 "Llama-3.2-1B shape: batch 1 +2.5% (1,157-1,165 against 1,130-1,135 tok/s) but batch 16 with "
+                 "512-token prompts -7% (9,388-9,600 against 10,223-10,274 output tok/s; batch 16 at 128 tokens "
+                 "even), bench/results/dev/ab/s12/; session 8: +3.6% and -17% (bench/results/dev/ab/clusters/). "
+                 "So not for head_dim 64"},
     {.ops = bit(PlanOp::DecodeAttention), .shape = exactly(128), .sm = kHopper, .choice = "mma_c8",
      .evidence = "H200 bf16, Llama-3.1-8B shape: the split-KV kernel in clusters of 8 (a sequence of up to 2,048 "
                  "tokens is one split over up to 8 CTAs of >= 128 keys, merged in distributed shared memory): batch 1 "
