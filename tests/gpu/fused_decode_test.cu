@@ -130,18 +130,6 @@ struct FusedFixture {
     buffers.act = arena.alloc(s.act);
     buffers.logits = static_cast<float*>(arena.alloc(s.logits));
     buffers.attention_workspace = arena.alloc(s.attention_workspace);
-    buffers.attention_ready = static_cast<uint32_t*>(arena.alloc(s.attention_ready));
-    EXPECT_EQ(cudaMemset(buffers.attention_ready, 0, s.attention_ready), cudaSuccess);
-    epoch = static_cast<uint32_t*>(arena.alloc(sizeof(uint32_t)));
-  }
-  // The step counter that tags the readiness flags: a new value for every step of every run, since
-  // the flags keep the last run's tags.
-  uint32_t* epoch = nullptr;
-  uint32_t last_epoch = 0;
-  const uint32_t* next_epoch() {
-    ++last_epoch;
-    EXPECT_EQ(cudaMemcpy(epoch, &last_epoch, sizeof(uint32_t), cudaMemcpyHostToDevice), cudaSuccess);
-    return epoch;
   }
 };
 
@@ -218,8 +206,7 @@ TEST(FusedDecode, BitwiseIndependentOfBatchAndEqualUnderGraphReplay) {
   for (auto& row : token_seq)
     for (auto& t : row) t = std::uniform_int_distribution<int>(0, 999)(gen);
   // Runs `steps` steps for the first `batch` sequences; returns sequence 0's logits of the last step.
-  // With `flags`, the O projection waits for attention's readiness flags instead of its grid.
-  auto run = [&](int batch, bool graph, bool flags = false) {
+  auto run = [&](int batch, bool graph) {
     cudaStream_t stream;
     EXPECT_EQ(cudaStreamCreate(&stream), cudaSuccess);
     cudaGraphExec_t exec = nullptr;
@@ -229,8 +216,7 @@ TEST(FusedDecode, BitwiseIndependentOfBatchAndEqualUnderGraphReplay) {
       EXPECT_EQ(cudaMemcpy(tokens_dev, token_seq[step].data(), m * 4, cudaMemcpyHostToDevice), cudaSuccess);
       EXPECT_EQ(cudaMemcpy(pos_dev, positions.data(), m * 4, cudaMemcpyHostToDevice), cudaSuccess);
       EXPECT_EQ(cudaMemcpy(lens_dev, lens.data(), m * 4, cudaMemcpyHostToDevice), cudaSuccess);
-      FusedDecodeInputs in{tokens_dev, pos_dev, lens_dev, tables_dev, fx.max_blocks, batch};
-      if (flags) in.epoch = fx.next_epoch();  // the same device word every step, as in a graph
+      const FusedDecodeInputs in{tokens_dev, pos_dev, lens_dev, tables_dev, fx.max_blocks, batch};
       if (graph) {
         if (exec == nullptr) {
           cudaGraph_t g;
@@ -260,13 +246,6 @@ TEST(FusedDecode, BitwiseIndependentOfBatchAndEqualUnderGraphReplay) {
   }
   const auto replayed = run(9, true);
   EXPECT_EQ(std::memcmp(alone.data(), replayed.data(), alone.size() * 4), 0) << "graph replay";
-  // The O projection waiting for attention's flags rather than its grid: the same bits.
-  for (int batch : {1, 16}) {
-    const auto flagged = run(batch, false, true);
-    EXPECT_EQ(std::memcmp(alone.data(), flagged.data(), alone.size() * 4), 0) << "flags, batch " << batch;
-  }
-  const auto flagged_replay = run(9, true, true);
-  EXPECT_EQ(std::memcmp(alone.data(), flagged_replay.data(), alone.size() * 4), 0) << "flags, graph replay";
 }
 
 }  // namespace

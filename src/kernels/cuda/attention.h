@@ -20,7 +20,6 @@
 #include "kernels/cuda/decode_items.h"
 #include "kernels/cuda/kernel_trace.h"
 #include "kernels/cuda/paged_kv.h"
-#include "kernels/cuda/ready_flags.h"
 
 namespace fuselm {
 
@@ -65,10 +64,6 @@ struct DecodeAttentionPlan {
   bool pdl = false;
   // Timeline slot (kernel_trace.h); null records nothing.
   KernelTrace* trace = nullptr;
-  // Announce each (sequence, head group)'s output when it is written: flags [batch][head groups],
-  // head groups = n_kv_heads * ceil(group / 16) in kv-head order (ready_flags.h). Tensor-core
-  // kernel only. Same results either way.
-  ReadyFlags ready{};
 };
 // Workspace bytes decode_attention needs for `max_batch` sequences under `plan`.
 size_t decode_attention_workspace_bytes(const AttentionShape& shape, const DecodeAttentionPlan& plan, int max_batch);

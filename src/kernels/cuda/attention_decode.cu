@@ -91,8 +91,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
                         const int32_t* __restrict__ block_tables, int max_blocks_per_seq,
                         const int32_t* __restrict__ kv_lens, int batch, int n_heads, int group, int head_tiles,
                         int n_groups, DecodeSplitRule rule, float scale_log2, DecodeWorkspaceLayout ws_layout,
-                        uint8_t* __restrict__ workspace, uint16_t* __restrict__ out, KernelTrace* trace,
-                        ReadyFlags ready) {
+                        uint8_t* __restrict__ workspace, uint16_t* __restrict__ out, KernelTrace* trace) {
   using Cfg = DecodeConfig<HEAD_DIM, STAGES>;
   constexpr int kChunks = HEAD_DIM / 8;
   constexpr int kQuads = HEAD_DIM / 4;  // float4 groups per row
@@ -103,12 +102,6 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   allow_next_grid();
   const int tid = threadIdx.x;
   if (tid == 0) trace_start(trace);
-  // With readiness flags, a (sequence, head group)'s output is announced as soon as it is written
-  // (ready_flags.h), by one thread after a barrier that follows the writers' stores.
-  const uint32_t ready_value = ready.flags != nullptr ? ready_tag(ready) : 0u;
-  const auto announce = [&](int seq, int group_index) {
-    store_release_gpu(ready.flags + static_cast<int64_t>(seq) * ready.chunks + group_index, ready_value);
-  };
   const int warp = tid / 32;
   const int lane = tid % 32;
   const int64_t capacity = static_cast<int64_t>(max_blocks_per_seq) * layout.block_size;
@@ -426,18 +419,15 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       // No rank leaves (and reuses its shared memory) while another may still read it. A sequence of
       // one split orders nothing else here (the cluster's item is one sequence, so every rank takes
       // the same branch); a partial must be visible before rank 0 counts it in.
-      if (n_splits == 1 && ready.flags == nullptr) {
+      if (n_splits == 1) {
         // The relaxed arrive orders no load either: the claim read from rank 0 must have landed
         // (rank 0 writes the next one after this barrier), so it is used here (claims are never
         // negative), and the instruction that reads the register waits for it.
         if (next_item < 0) __trap();
         cluster_barrier_relaxed();
       } else {
-        // A one-split output with flags is announced by the group's rank 0 once every rank's
-        // share is visible.
-        if (!idle && n_splits > 1) __threadfence();
+        if (!idle) __threadfence();
         cluster_barrier();
-        if (n_splits == 1 && tid == 0 && rank == 0 && !idle) announce(seq, group_index);
       }
       if (tid == 0) trace_mark(trace, 2);  // the split's output (or partial) is written
       if (n_splits == 1 || rank != 0 || idle) continue;
@@ -450,7 +440,6 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       __syncthreads();
       next_item = claimed;
       if (n_splits == 1) {
-        if (tid == 0 && ready.flags != nullptr) announce(seq, group_index);
         if (tid == 0) trace_mark(trace, 2);
         continue;
       }
@@ -507,10 +496,6 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       }
       write_output(row, d, acc, 1.0f / sum);
     }
-    if (ready.flags != nullptr) {
-      __syncthreads();
-      if (tid == 0) announce(seq, group_index);
-    }
   }  // items
 
   // Sequences without items: nothing to attend to gives zeros, a sequence longer than the plan
@@ -526,11 +511,6 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     const uint16_t fill = Mma<T>::pack(kv_len <= 0 ? 0.0f : NAN, 0.0f) & 0xffffu;
     uint16_t* seq_out = out + static_cast<int64_t>(seq) * n_heads * HEAD_DIM;
     for (int i = tid; i < n_heads * HEAD_DIM; i += Cfg::kThreads) seq_out[i] = fill;
-    if (ready.flags != nullptr) {
-      __syncthreads();
-      if (tid == 0)
-        for (int g = 0; g < n_groups; ++g) announce(seq, g);
-    }
   }
 
   // The last CTA to finish (every claim is made by then) leaves the header at zero for the next launch.
@@ -639,15 +619,6 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
   if (ranks > 1 && !clusters_supported())
     return Status::error(str_cat("decode_attention: cluster_ranks=", ranks,
                                  " needs thread-block clusters (sm_90 code on an sm_90+ GPU); use 1 here"));
-  if (plan.ready.flags != nullptr) {
-    const int groups = shape.n_kv_heads * ((shape.n_heads / shape.n_kv_heads + 15) / 16);
-    if (shape.head_dim != 64 && shape.head_dim != 128)
-      return Status::error(str_cat("decode_attention: readiness flags need the tensor-core kernel (head_dim 64 or "
-                                   "128), not head_dim=", shape.head_dim));
-    if (plan.ready.epoch == nullptr || plan.ready.chunks != groups || plan.ready.pass >= kReadyPassesPerStep)
-      return Status::error(str_cat("decode_attention: readiness flags need an epoch, one flag per head group (",
-                                   groups, ", got ", plan.ready.chunks, ") and a pass below ", kReadyPassesPerStep));
-  }
   if (batch == 0) return Status();
   if (!kv_lens) return Status::error("decode_attention: kv_lens must be set");
   if (!workspace || reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
@@ -688,7 +659,7 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
             pdl, ranks, static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k),
             static_cast<const uint16_t*>(kv.v), kv.layout, kv.block_tables, kv.max_blocks_per_seq, kv_lens, batch,
             shape.n_heads, group, head_tiles, n_groups, rule, scale_log2, decode_workspace_layout(shape, plan),
-            static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out), plan.trace, plan.ready));
+            static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out), plan.trace));
         return Status();
       });
     };

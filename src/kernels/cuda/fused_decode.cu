@@ -3,7 +3,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "kernels/cuda/cuda_check.h"
@@ -107,16 +106,6 @@ Status pack_mma_tiles_device(const void* src, DType dtype, int64_t src_rows, int
   return Status();
 }
 
-// Head groups of decode attention's output (one readiness flag each per row), or 0 where the O
-// projection cannot wait for them: the generic kernel, or a group that the O projection's column
-// chunks would not cut evenly (more than 16 query heads per KV head and not a multiple of 16).
-static int attention_ready_groups(const FusedDecodeModel& model) {
-  const int group = model.n_heads / model.n_kv_heads;
-  if (model.head_dim != 64 && model.head_dim != 128) return 0;
-  if (group > 16 && group % 16 != 0) return 0;
-  return model.n_kv_heads * ((group + 15) / 16);
-}
-
 FusedDecodeBufferSizes fused_decode_buffer_sizes(const FusedDecodeModel& model, const DecodeAttentionPlan& plan) {
   const size_t t = kSkinnyGemmMaxTokens, e = dtype_bytes(model.dtype, 1);
   const size_t q_dim = static_cast<size_t>(model.n_heads) * model.head_dim;
@@ -130,7 +119,6 @@ FusedDecodeBufferSizes fused_decode_buffer_sizes(const FusedDecodeModel& model, 
       t * model.ffn * e,
       t * model.vocab * 4,
       decode_attention_workspace_bytes(shape, plan, kSkinnyGemmMaxTokens),
-      model.layers.size() * t * attention_ready_groups(model) * sizeof(uint32_t),
   };
 }
 
@@ -149,11 +137,6 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
     return options;
   };
   auto layer_launch = [&](size_t l, FusedTraceOp op) { return launch(fused_decode_trace_slot(static_cast<int>(l), op)); };
-  const int ready_groups = attention_ready_groups(model);
-  const bool ready = in.epoch != nullptr && buf.attention_ready != nullptr && ready_groups > 0;
-  if (ready && (in.pass < 0 || in.pass >= static_cast<int>(kReadyPassesPerStep)))
-    return Status::error(str_cat("fused decode: pass ", in.pass, " of a step (at most ", kReadyPassesPerStep,
-                                 " passes of 16 rows)"));
   DecodeAttentionPlan attention = attention_plan;
   attention.pdl = model.pdl;
 
@@ -178,20 +161,12 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
     if (!(s = skinny_gemm_qkv_rope(layer.qkv, xg_in, norm, qkv, v.qkv.for_tokens(m), stream, layer_launch(l, FusedTraceOp::Qkv))).ok()) return s;
 
     attention.trace = slot(fused_decode_trace_slot(static_cast<int>(l), FusedTraceOp::Attention));
-    ReadyFlags attention_ready;
-    if (ready) {
-      const int heads_per_chunk = std::min(model.n_heads / model.n_kv_heads, 16);
-      attention_ready = ReadyFlags{buf.attention_ready + l * kSkinnyGemmMaxTokens * ready_groups, in.epoch,
-                                   static_cast<uint32_t>(in.pass), ready_groups, heads_per_chunk * model.head_dim};
-    }
-    attention.ready = attention_ready;
     if (!(s = decode_attention(buf.q, buf.attn, model.dtype, shape, kv, in.kv_lens, m, attention,
                                buf.attention_workspace, stream)).ok())
       return s;
 
     SkinnyResidualOut attn_out{buf.residual, model.hidden, layer.ffn_norm, buf.xg, model.hidden, buf.partials};
-    if (!(s = skinny_gemm_residual(layer.o, SkinnyInput{buf.attn, q_dim, m, attention_ready}, SkinnyNorm{}, attn_out,
-                                   v.o.for_tokens(m), stream, layer_launch(l, FusedTraceOp::O))).ok())
+    if (!(s = skinny_gemm_residual(layer.o, SkinnyInput{buf.attn, q_dim, m}, SkinnyNorm{}, attn_out, v.o.for_tokens(m), stream, layer_launch(l, FusedTraceOp::O))).ok())
       return s;
 
     if (!(s = skinny_gemm_swiglu(layer.gate_up, xg_in, norm, SkinnySwigluOut{buf.act, model.ffn, model.ffn},

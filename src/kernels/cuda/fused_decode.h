@@ -66,10 +66,6 @@ struct FusedDecodeBuffers {
   void* act = nullptr;        // [16][ffn]
   float* logits = nullptr;    // [16][vocab]
   void* attention_workspace = nullptr;
-  // [layers][16][head groups]: decode attention announces each (row, head group) of its output and
-  // the O projection's warps wait for the ones they read (ready_flags.h), zeroed once; null: the O
-  // projection waits for attention's whole grid.
-  uint32_t* attention_ready = nullptr;
   KernelTrace* trace = nullptr;  // [fused_decode_trace_slots(layers)] timeline slots, or null
 };
 
@@ -81,7 +77,7 @@ inline int fused_decode_trace_slot(int layer, FusedTraceOp op) { return 1 + 5 * 
 inline int fused_decode_trace_head_slot(int layers) { return 1 + 5 * layers; }
 
 struct FusedDecodeBufferSizes {
-  size_t residual, xg, partials, q, attn, act, logits, attention_workspace, attention_ready;  // bytes
+  size_t residual, xg, partials, q, attn, act, logits, attention_workspace;  // bytes
 };
 FusedDecodeBufferSizes fused_decode_buffer_sizes(const FusedDecodeModel& model, const DecodeAttentionPlan& plan);
 
@@ -93,10 +89,6 @@ struct FusedDecodeInputs {
   const int32_t* block_tables = nullptr;
   int max_blocks_per_seq = 0;
   int m = 0;
-  // The step's counter (device; a new value every step) and this pass of <= 16 rows within the
-  // step: with buffers.attention_ready they tag the readiness flags. Null: no flags.
-  const uint32_t* epoch = nullptr;
-  int pass = 0;
 };
 
 // Runs the whole step; logits[m][vocab] (fp32) hold the result. Launch-only: no host sync.

@@ -18,7 +18,6 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "kernels/cuda/kernel_trace.h"
-#include "kernels/cuda/ready_flags.h"
 #include "kernels/cuda/paged_kv.h"
 
 namespace fuselm {
@@ -34,14 +33,10 @@ struct PackedWeight {
 };
 
 // The input activations: `m` rows of `cols` values (dtype of the weights), row stride in elements.
-// With `ready` set (a GEMM without a norm only), each warp waits for the flags of the rows and
-// column chunks it reads (ready_flags.h) instead of for the previous grid, which it waits for
-// only before its epilogue writes.
 struct SkinnyInput {
   const void* x = nullptr;
   int64_t stride = 0;
   int m = 0;
-  ReadyFlags ready{};
 };
 
 // RMSNorm folded into the GEMM: the input rows already carry the norm weight (x * g, written by the

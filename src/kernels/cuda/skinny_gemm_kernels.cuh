@@ -428,7 +428,7 @@ template <typename T, int MT, int RT, int WARPS, class Epilogue, int PIPE_STAGES
 __global__ void __launch_bounds__(WARPS * 32)
     skinny_gemm_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
                        const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split, SkinnyNorm norm,
-                       Epilogue epilogue, KernelTrace* trace, ReadyFlags ready) {
+                       Epilogue epilogue, KernelTrace* trace) {
   using Pipe = SkinnyPipe<T, MT, RT, WARPS, PIPE_STAGES>;
   if (threadIdx.x == 0) trace_start(trace);
   constexpr int U = Pipe::kStageKTiles, STAGES = Pipe::kStages, XS = Pipe::kXStride, kFrag = Pipe::kFrag;
@@ -487,11 +487,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   // Once a warp's last weight stage is issued the next kernel may start streaming its own weights
   // (the first call in a CTA is the one that counts).
   if (stages <= STAGES - 1) allow_next_grid();
-  if (ready.flags != nullptr)  // this warp's rows and column chunks, or the whole previous grid
-    wait_ready(ready.flags, ready.chunks, ready_tag(ready), m, static_cast<int>(k_begin * 16 / ready.chunk_cols),
-               static_cast<int>((min(k_end * 16, cols) + ready.chunk_cols - 1) / ready.chunk_cols));
-  else
-    wait_for_previous_grid();
+  wait_for_previous_grid();
   if (threadIdx.x == 0) trace_released(trace);
 #pragma unroll 1
   for (int s = 0; s < STAGES - 1; ++s) issue_x(s);
@@ -547,7 +543,6 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
   }
   cp_async_wait<0>();
-  if (ready.flags != nullptr) wait_for_previous_grid();  // before the epilogue's writes
 
   __syncthreads();  // every warp is done with its pipeline, whose memory now holds the reduction
   if (threadIdx.x == 0) trace_mark(trace, 1);
@@ -617,7 +612,7 @@ template <typename T, int MT, int RT, int WARPS, class Epilogue>
 __global__ void __launch_bounds__((WARPS + 1) * 32)
     skinny_gemm_cta_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
                            const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split,
-                           SkinnyNorm norm, Epilogue epilogue, KernelTrace* trace, ReadyFlags ready) {
+                           SkinnyNorm norm, Epilogue epilogue, KernelTrace* trace) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Pipe = CtaPipe<T, MT, RT, WARPS>;
   if (threadIdx.x == 0) trace_start(trace);
@@ -679,11 +674,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
     const int prologue = stages < STAGES ? stages : STAGES;
     if (lane == 0)
       for (int s = 0; s < prologue; ++s) issue_weights(s);
-    if (ready.flags != nullptr)  // the rows and column chunks of this CTA's K range
-      wait_ready(ready.flags, ready.chunks, ready_tag(ready), m, static_cast<int>(k_begin * 16 / ready.chunk_cols),
-                 static_cast<int>((min(k_end * 16, cols) + ready.chunk_cols - 1) / ready.chunk_cols));
-    else
-      wait_for_previous_grid();
+    wait_for_previous_grid();
     if (lane == 0) trace_released(trace);
     for (int s = 0; s < prologue; ++s) issue_x(s);
     for (int s = STAGES; s < stages; ++s) {
@@ -698,13 +689,8 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
     cp_async_wait<0>();
   } else {
     // Consumers: each warp multiplies its own RT row tiles over the whole K range of the CTA. The
-    // 1/rms comes first: the first stage's activations follow the same wait. (With flags the
-    // consumers wait for the producer's chunks too, which orders their epilogue operand loads.)
-    if (ready.flags != nullptr)
-      wait_ready(ready.flags, ready.chunks, ready_tag(ready), m, static_cast<int>(k_begin * 16 / ready.chunk_cols),
-                 static_cast<int>((min(k_end * 16, cols) + ready.chunk_cols - 1) / ready.chunk_cols));
-    else
-      wait_for_previous_grid();
+    // 1/rms comes first: the first stage's activations follow the same wait.
+    wait_for_previous_grid();
     norm_rstd(rstd, norm, m, warp, WARPS, lane);
     // The epilogue's operands of the tiles this warp finishes, loaded while the K loop streams.
 #pragma unroll
@@ -740,7 +726,6 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
   // it start when this grid starts was slower on the 8B step, and when this grid has waited for its
   // predecessor no faster: docs/kernels/fused_decode.md.)
   allow_next_grid();
-  if (ready.flags != nullptr) wait_for_previous_grid();  // before the epilogue's writes
 
   __syncthreads();  // all stages consumed: the pipeline memory now holds the partial sums
   if (threadIdx.x == 0) trace_mark(trace, 1);
@@ -879,7 +864,7 @@ Status launch_warp_pipeline(cudaLaunchConfig_t config, int64_t grid, const uint4
   config.attrs = attrs.attrs;
   config.numAttrs = attrs.count;
   FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, cols, xp, in.stride, x_vec16, in.m,
-                                        v.k_split, norm, epi, options.trace, in.ready));
+                                        v.k_split, norm, epi, options.trace));
   return Status();
 }
 
@@ -906,7 +891,7 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
     config.attrs = attrs.attrs;
     config.numAttrs = attrs.count;
     FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
-                                          v.k_split, norm, epi, options.trace, in.ready));
+                                          v.k_split, norm, epi, options.trace));
     return Status();
   }
   using Shallow = SkinnyPipe<T, MT, RT, WARPS>;
@@ -968,12 +953,6 @@ Status launch(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& no
   if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0 || reinterpret_cast<uintptr_t>(in.x) % 4 != 0)
     return Status::error("skinny GEMM: weights must be 16-byte and inputs 4-byte aligned");
   if (norm.partials != nullptr && norm.dim <= 0) return Status::error("skinny GEMM: norm dim must be positive");
-  if (in.ready.flags != nullptr &&
-      (norm.partials != nullptr || in.ready.epoch == nullptr || in.ready.chunks <= 0 || in.ready.chunk_cols <= 0 ||
-       in.ready.pass >= kReadyPassesPerStep))
-    return Status::error(str_cat("skinny GEMM: readiness flags need an epoch, chunks and chunk_cols > 0 (got ",
-                                 in.ready.chunks, ", ", in.ready.chunk_cols, "), a pass below ", kReadyPassesPerStep,
-                                 " (got ", in.ready.pass, ") and no input norm (1/rms needs every producer tile)"));
   const bool two_tiles = in.m > 8;
   const SkinnyGemmVariant v = in.m == 1 && options.single_token_twin ? single_token_twin(variant) : variant;
   switch (w.dtype) {

@@ -3,7 +3,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <unordered_set>
@@ -126,7 +125,6 @@ class CudaEngineImpl final : public CudaEngine {
   RopeKvShape rope_shape_;
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<FusedDecoder> fused_;  // the fused path's decode graphs; null on the baseline path
-  uint32_t decode_epoch_ = 0;            // the last fused step's counter
   std::string fused_unsupported_;        // why the fused path was asked for but decode runs unfused
   int max_sequence_length_ = 0;
 };
@@ -252,7 +250,6 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
     inputs.history_stride = limits.history_capacity;
     inputs.sampled = input_device<int32_t>(in.sampled);
     inputs.sampled_host = input_host<int32_t>(in.sampled);
-    inputs.epoch = input_device<uint32_t>(in.decode_epoch);
     fused_->capture(*kv_, inputs, stream_, tuning.trace_decode);
   }
   const int64_t pool_tokens = blocks * limits.block_size;
@@ -305,13 +302,10 @@ void CudaEngineImpl::run_fused_decode(const Step& step, bool rows_sampled) {
     std::fill(block_tables + static_cast<size_t>(r) * stride, block_tables + static_cast<size_t>(r + 1) * stride,
               fused_->scratch_block());
   }
-  // A new step counter for every replay (0 is the flags' initial value, never a step's).
-  if (++decode_epoch_ == 0) decode_epoch_ = 1;
-  *input_host<uint32_t>(in.decode_epoch) = decode_epoch_;
-  // One copy from the step counter to the bucket's last block-table row (the slices are laid out
-  // in that order); each separate copy used to cost the replay a few microseconds.
+  // One copy from the first parameter row to the bucket's last block-table row (the slices are
+  // laid out in that order); each separate copy used to cost the replay a few microseconds.
   const size_t end = in.decode_block_tables.offset + static_cast<size_t>(bucket) * stride * sizeof(int32_t);
-  upload(in.decode_epoch, end - in.decode_epoch.offset);
+  upload(in.decode_params, end - in.decode_params.offset);
   fused_->run(bucket, stream_);
 }
 

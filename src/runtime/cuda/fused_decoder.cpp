@@ -147,7 +147,6 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
   const size_t residual = carve.take(sizes.residual), xg = carve.take(sizes.xg), partials = carve.take(sizes.partials);
   const size_t q = carve.take(sizes.q), attn = carve.take(sizes.attn), act = carve.take(sizes.act);
   const size_t workspace = carve.take(sizes.attention_workspace);
-  const size_t attention_ready = carve.take(sizes.attention_ready);
   const size_t logits = carve.take(static_cast<size_t>(buckets_.back()) * vocab * sizeof(float));
   buffers_ = DeviceBuffer::allocate(carve.total(), "the fused decode path's buffers");
   for (int l = 0; l < config.num_layers; ++l) {
@@ -162,10 +161,6 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
   step_buffers_.attn = buffers_.at<void>(attn);
   step_buffers_.act = buffers_.at<void>(act);
   step_buffers_.attention_workspace = buffers_.at<void>(workspace);
-  if (sizes.attention_ready > 0) {  // zero: no step's tag until the step counter wraps
-    step_buffers_.attention_ready = buffers_.at<uint32_t>(attention_ready);
-    FUSELM_CUDA_THROW(cudaMemsetAsync(step_buffers_.attention_ready, 0, sizes.attention_ready, stream));
-  }
   FUSELM_THROW_IF_FAILED(decode_attention_init_workspace(step_buffers_.attention_workspace,
                                                          AttentionShape{m.n_heads, m.n_kv_heads, m.head_dim, 0.0f}, attention_plan_,
                                                          kSkinnyGemmMaxTokens, stream));
@@ -215,8 +210,6 @@ Status FusedDecoder::record_step(int bucket, cudaStream_t stream) const {
     in.block_tables = inputs_.block_tables + first * stride;
     in.max_blocks_per_seq = inputs_.max_blocks_per_seq;
     in.m = std::min(kSkinnyGemmMaxTokens, bucket - first);
-    in.epoch = inputs_.epoch;
-    in.pass = first / kSkinnyGemmMaxTokens;
     FusedDecodeBuffers buf = step_buffers_;
     buf.logits = logits_ + static_cast<size_t>(first) * model_.vocab;
     const Status s = fused_decode_step(model_, buf, in, attention_plan_, stream);

@@ -38,10 +38,6 @@ struct FusedDecodeStepInputs {
   int history_stride = 0;
   int32_t* sampled = nullptr;
   int32_t* sampled_host = nullptr;
-  // The step counter (device): every replay must see a new value, never 0 (it tags the readiness
-  // flags between decode attention and the O projection, kernels/cuda/ready_flags.h). Null: the
-  // O projection waits for attention's whole grid instead.
-  const uint32_t* epoch = nullptr;
 };
 
 // Why the fused decode kernels cannot run this model in `dtype`, or "" when they can.

@@ -93,7 +93,6 @@ MemoryPlan plan_memory(const ModelConfig& c, DType dtype, const StepLimits& l, s
   in.sample_params = b.add(batch * sizeof(SampleParams));
   in.history = b.add(batch * l.history_capacity * sizeof(int32_t));
   in.sampled = b.add(batch * sizeof(int32_t));
-  in.decode_epoch = b.add(sizeof(uint32_t));
   in.decode_params = b.add(batch * sizeof(SampleParams));
   in.decode_tokens = b.add(batch * sizeof(int32_t));
   in.decode_positions = b.add(batch * sizeof(int32_t));

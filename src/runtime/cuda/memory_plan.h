@@ -69,7 +69,6 @@ struct StepInputPlan {
   // What the fused decode graphs read, contiguous and in this order, so that a decode step's
   // inputs go over in one copy ending at its last block-table row. (The graphs sample with the
   // penalty windows of `history`, at the fixed row stride history_capacity.)
-  ArenaSlice decode_epoch;         // uint32: the step counter (a new value every fused step)
   ArenaSlice decode_params;        // SampleParams [B]
   ArenaSlice decode_tokens;        // int32 [B]
   ArenaSlice decode_positions;     // int32 [B]
