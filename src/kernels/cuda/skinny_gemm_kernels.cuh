@@ -358,7 +358,8 @@ __device__ __forceinline__ void norm_rstd(float* rstd, const SkinnyNorm& norm, i
 // The per-warp copy pipeline of one kernel instance, all in shared memory. A stage holds U k-tiles
 // of each of the CTA's RT row tiles (U * RT = 4: 2 KB of weights) and the same K range of the
 // activation rows; STAGES - 1 stages are in flight while one is multiplied, so every warp keeps
-// 6 KB of weights on the way without spending registers on them.
+// 6 KB of weights on the way (at 4 stages) without spending registers on them. launch_shape
+// doubles the stages where one CTA per SM leaves the shared memory for it.
 template <typename T, int MT, int RT, int WARPS, int STAGES = 4>
 struct SkinnyPipe {
   static constexpr int kStageKTiles = RT >= 4 ? 1 : 4 / RT;  // U
