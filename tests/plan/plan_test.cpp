@@ -64,12 +64,12 @@ TEST(PlanRules, Llama8BOnHopper) {
     const Plan p = rule_plan(llama_8b(), gpu);
     // Measured on H200: the CTA pipeline, K split across a cluster until >= 2.5 CTAs per SM (qkv 2.9
     // row tiles per SM: 4; o and down 1.9: 8); gate_up 13.6 and the LM head, 128256 rows: 2, with
-    // 8 one-tile warps for a single token.
+    // 8 one-tile warps.
     const std::map<std::string, std::string> want = {{"qkv", "rt1_w4_k4_cta"},
                                                      {"o", "rt1_w4_k8_cta"},
-                                                     {"gate_up", "rt2_w4_k2_cta"},
+                                                     {"gate_up", "rt1_w8_k2_cta"},
                                                      {"down", "rt1_w4_k8_cta"},
-                                                     {"lm_head", "rt2_w4_k2_cta"}};
+                                                     {"lm_head", "rt1_w8_k2_cta"}};
     EXPECT_EQ(variants(p), want);
     // One token: the warp-pipeline twins of the k4/k8 variants, 8 one-tile warps in the k2 class.
     std::map<std::string, std::string> want_one = {{"qkv", "rt1_w4"},
@@ -103,7 +103,7 @@ TEST(PlanRules, Llama1BOnHopper) {
                                                    {"o", "rt1_w4_k8_cta"},
                                                    {"gate_up", "rt1_w4_k2_cta"},
                                                    {"down", "rt1_w4_k8_cta"},
-                                                   {"lm_head", "rt2_w4_k2_cta"}};
+                                                   {"lm_head", "rt1_w8_k2_cta"}};
   EXPECT_EQ(variants(p), want);
   EXPECT_EQ(single_token_variants(p).at("qkv"), "rt1_w8");
   EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).rows, 3072);
@@ -127,8 +127,9 @@ TEST(PlanRules, AmpereGetsKnownVariantsCarriedOver) {
 
 TEST(PlanRules, TableIsKeyedByShapeBucket) {
   const GpuIdentity h200 = gpu_preset("h200");
-  EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 13.6, h200).choice, "rt2_w4_k2_cta");
-  EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 13.6, h200).single_token, "rt1_w8_k2_cta");
+  EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 13.6, h200).choice, "rt1_w8_k2_cta");
+  EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 13.6, h200).single_token, "");  // the same for one token
+  EXPECT_EQ(find_plan_rule(PlanOp::Qkv, DType::BF16, 2.9, h200).single_token, "rt1_w4");
   EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 7.8, h200).choice, "rt1_w4_k2_cta");
   EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 2.9, h200).choice, "rt1_w4_k4_cta");
   EXPECT_EQ(find_plan_rule(PlanOp::O, DType::F16, 1.9, h200).choice, "rt1_w4_k8_cta");
@@ -356,8 +357,8 @@ TEST(PlanJson, RoundTripIsExact) {
   }
   // Plans written before per-bucket variants have no single_token_variant: one variant for all.
   json old = plan_to_json(rule_plan(llama_8b()));
-  old["decode"]["gemm"]["gate_up"].erase("single_token_variant");
-  EXPECT_EQ(plan_from_json(old, "old plan").decode_gemm(PlanOp::GateUp).single_token_variant, "rt2_w4_k2_cta");
+  old["decode"]["gemm"]["qkv"].erase("single_token_variant");
+  EXPECT_EQ(plan_from_json(old, "old plan").decode_gemm(PlanOp::Qkv).single_token_variant, "rt1_w4_k4_cta");
   test::TempDir dir;
   const Plan p = with_fake_timings(rule_plan(llama_1b()));
   save_plan_file(p, dir.file("plan.json"));
@@ -371,9 +372,9 @@ TEST(PlanText, ShowsChoicesBucketsAndMeasurements) {
   EXPECT_THAT(rules, Not(HasSubstr("measured")));
   const std::string tuned = render_plan(with_fake_timings(rule_plan(llama_8b())));
   EXPECT_THAT(tuned, HasSubstr("measured qkv"));
-  EXPECT_THAT(tuned, HasSubstr("rt1_w4_k4_cta *"));  // the chosen variant is marked
-  EXPECT_THAT(tuned, HasSubstr("rt2_w4_k2_cta *m>1"));  // and where one token runs another
-  EXPECT_THAT(tuned, HasSubstr("rt1_w8_k2_cta *m=1"));
+  EXPECT_THAT(tuned, HasSubstr("rt1_w8_k2_cta *"));  // the chosen variant is marked
+  EXPECT_THAT(tuned, HasSubstr("rt1_w4_k4_cta *m>1"));  // and where one token runs another
+  EXPECT_THAT(tuned, HasSubstr("rt1_w4 *m=1"));
   EXPECT_THAT(rules, HasSubstr("one token"));
   EXPECT_THAT(tuned, HasSubstr("1x512"));        // an attention case
   EXPECT_THAT(tuned, HasSubstr("256 *"));        // the chosen split
@@ -531,7 +532,7 @@ TEST_F(PlanFile, InconsistentEdits) {
   json j = good_;
   j["decode"]["gemm"]["gate_up"]["single_token_variant"] = "rt1_w4_cta";
   expect_load_error(j, {"decode.gemm.gate_up: the single-token variant rt1_w4_cta (rounding class k1) rounds "
-                        "differently from rt2_w4_k2_cta (class k2)", "depend on the batch size"});
+                        "differently from rt1_w8_k2_cta (class k2)", "depend on the batch size"});
   j = good_;
   j["decode"]["gemm"]["o"]["single_token_variant"] = "rt2_w8_k8_cta";  // the same class as rt1_w4_k8_cta
   EXPECT_EQ(plan_from_json(j, "test").decode_gemm(PlanOp::O).single_token_variant, "rt2_w8_k8_cta");
