@@ -35,6 +35,7 @@
 #include "kernels/cuda/cluster.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/decode_items.h"
+#include "kernels/cuda/device_limits.h"
 #include "kernels/cuda/pdl.cuh"
 
 namespace fuselm {
@@ -534,10 +535,9 @@ int decode_wave(int ranks) {
   if (wave != 0) return wave;
   if (cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
     cudaGetLastError();
-  int device = 0, sms = 132, per_sm = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-    sms = 132;
+  const int queried_sms = device_limits().sm_count;
+  const int sms = queried_sms > 0 ? queried_sms : 132;
+  int per_sm = 0;
   if (ranks == 1) {
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, split_kernel, Cfg::kThreads, Cfg::kSmemBytes) !=
         cudaSuccess)
@@ -694,16 +694,9 @@ Status decode_attention_init_workspace(void* workspace, const AttentionShape& sh
 Status decode_attention(const void* q, void* out, DType dtype, const AttentionShape& shape, const PagedKvView& kv,
                         const int32_t* kv_lens, int batch, const DecodeAttentionPlan& plan, void* workspace,
                         cudaStream_t stream) {
-  // Queried once; 0 (a failed query) chooses two stages, which every GPU can hold.
-  static const int max_smem_per_block = [] {
-    int device = 0, smem = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
-      return 0;
-    return smem;
-  }();
+  // 0 (a failed query) chooses two stages, which every GPU can hold.
   const attention_detail::DecodeVariant variant =
-      attention_detail::choose_decode_variant(shape.head_dim, max_smem_per_block);
+      attention_detail::choose_decode_variant(shape.head_dim, device_limits().max_smem_per_block);
   return attention_detail::decode_attention_variant(variant, q, out, dtype, shape, kv, kv_lens, batch, plan, workspace,
                                                     stream);
 }

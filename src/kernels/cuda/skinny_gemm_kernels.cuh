@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <mutex>
 
+#include "core/hd.h"
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/cluster.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_limits.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/skinny_gemm.h"
@@ -360,6 +362,14 @@ __device__ __forceinline__ void norm_rstd(float* rstd, const SkinnyNorm& norm, i
 // activation rows; STAGES - 1 stages are in flight while one is multiplied, so every warp keeps
 // 6 KB of weights on the way (at 4 stages) without spending registers on them. launch_shape
 // doubles the stages where one CTA per SM leaves the shared memory for it.
+// K ranges in 16-wide k-tiles: each of the k_split cluster ranks takes an equal share of K (the
+// last may take less), and in the warp pipeline each of the CTA's warps an equal share of its
+// rank's. Shared by the kernels and by the launcher, which sizes the warp pipeline's ring by them.
+FUSELM_HD int64_t k_tiles_per_rank(int64_t k_tiles, int k_split) { return (k_tiles + k_split - 1) / k_split; }
+FUSELM_HD int64_t k_tiles_per_warp(int64_t k_tiles, int k_split, int warps) {
+  return (k_tiles_per_rank(k_tiles, k_split) + warps - 1) / warps;
+}
+
 template <typename T, int MT, int RT, int WARPS, int STAGES = 4>
 struct SkinnyPipe {
   static constexpr int kStageKTiles = RT >= 4 ? 1 : 4 / RT;  // U
@@ -442,8 +452,8 @@ __global__ void __launch_bounds__(WARPS * 32)
   const int64_t tile0 = static_cast<int64_t>(blockIdx.x / k_split) * RT;
 
   // K ranges (in 16-wide k-tiles) depend on K, k_split and WARPS only, never on m.
-  const int64_t per_cta = (k_tiles + k_split - 1) / k_split;
-  const int64_t per_warp = (per_cta + WARPS - 1) / WARPS;
+  const int64_t per_cta = k_tiles_per_rank(k_tiles, k_split);
+  const int64_t per_warp = k_tiles_per_warp(k_tiles, k_split, WARPS);
   const int64_t k_begin = rank * per_cta + warp * per_warp;
   const int64_t k_end = min(min(k_tiles, (rank + 1) * per_cta), k_begin + per_warp);
   const int stages = k_end > k_begin ? static_cast<int>((k_end - k_begin + U - 1) / U) : 0;
@@ -627,7 +637,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
   const int64_t tile0 = static_cast<int64_t>(blockIdx.x / k_split) * NT;
   const int tiles_here = static_cast<int>(min(static_cast<int64_t>(NT), row_tiles - tile0));
   // The cluster rank's K range depends on K and k_split only, never on m.
-  const int64_t per_cta = (k_tiles + k_split - 1) / k_split;
+  const int64_t per_cta = k_tiles_per_rank(k_tiles, k_split);
   const int64_t k_begin = rank * per_cta;
   const int64_t k_end = min(k_tiles, k_begin + per_cta);
   const int stages = k_end > k_begin ? static_cast<int>((k_end - k_begin + U - 1) / U) : 0;
@@ -825,27 +835,6 @@ inline Status needs_sm90(const SkinnyGemmVariant& v) {
                                "default_skinny_variant(rows, cols, sm_count, skinny_gemm_clusters_supported())"));
 }
 
-// The current device's SM count and per-block shared-memory limit, queried once per device (zeros
-// when a query fails: then no deep pipeline).
-struct DeviceLimits {
-  int sm_count = 0;
-  int max_smem_per_block = 0;
-};
-inline DeviceLimits device_limits() {
-  constexpr int kMaxDevices = 64;
-  static std::once_flag once[kMaxDevices];
-  static DeviceLimits limits[kMaxDevices];
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) return {};
-  std::call_once(once[device], [&] {
-    DeviceLimits l;
-    if (cudaDeviceGetAttribute(&l.sm_count, cudaDevAttrMultiProcessorCount, device) == cudaSuccess &&
-        cudaDeviceGetAttribute(&l.max_smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) == cudaSuccess)
-      limits[device] = l;
-  });
-  return limits[device];
-}
-
 template <typename T, int MT, int RT, int WARPS, class Epilogue, int STAGES>
 Status launch_warp_pipeline(cudaLaunchConfig_t config, int64_t grid, const uint4* wp, int64_t row_tiles,
                             int64_t k_tiles, int64_t cols, const T* xp, const SkinnyInput& in, bool x_vec16,
@@ -903,7 +892,7 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
   // prologue already covers, since a deep CTA keeps the next kernel's CTAs off its SM until it exits.
   // The stage count changes no result (each warp adds its k-tiles in the same order).
   if constexpr (MT == 1 && RT == 1 && WARPS == 8) {
-    const int64_t warp_k_tiles = ((k_tiles + v.k_split - 1) / v.k_split + WARPS - 1) / WARPS;
+    const int64_t warp_k_tiles = k_tiles_per_warp(k_tiles, v.k_split, WARPS);
     const int64_t warp_stages = (warp_k_tiles + Shallow::kStageKTiles - 1) / Shallow::kStageKTiles;
     using Deep = SkinnyPipe<T, MT, RT, WARPS, 2 * Shallow::kStages>;
     const DeviceLimits limits = device_limits();
