@@ -357,11 +357,6 @@ __device__ __forceinline__ void norm_rstd(float* rstd, const SkinnyNorm& norm, i
   }
 }
 
-// The per-warp copy pipeline of one kernel instance, all in shared memory. A stage holds U k-tiles
-// of each of the CTA's RT row tiles (U * RT = 4: 2 KB of weights) and the same K range of the
-// activation rows; STAGES - 1 stages are in flight while one is multiplied, so every warp keeps
-// 6 KB of weights on the way (at 4 stages) without spending registers on them. launch_shape
-// doubles the stages where one CTA per SM leaves the shared memory for it.
 // K ranges in 16-wide k-tiles: each of the k_split cluster ranks takes an equal share of K (the
 // last may take less), and in the warp pipeline each of the CTA's warps an equal share of its
 // rank's. Shared by the kernels and by the launcher, which sizes the warp pipeline's ring by them.
@@ -370,6 +365,11 @@ FUSELM_HD int64_t k_tiles_per_warp(int64_t k_tiles, int k_split, int warps) {
   return (k_tiles_per_rank(k_tiles, k_split) + warps - 1) / warps;
 }
 
+// The per-warp copy pipeline of one kernel instance, all in shared memory. A stage holds U k-tiles
+// of each of the CTA's RT row tiles (U * RT = 4: 2 KB of weights) and the same K range of the
+// activation rows; STAGES - 1 stages are in flight while one is multiplied, so every warp keeps
+// 6 KB of weights on the way (at 4 stages) without spending registers on them. launch_shape
+// doubles the stages where one CTA per SM leaves the shared memory for it.
 template <typename T, int MT, int RT, int WARPS, int STAGES = 4>
 struct SkinnyPipe {
   static constexpr int kStageKTiles = RT >= 4 ? 1 : 4 / RT;  // U
