@@ -7,13 +7,21 @@
 // destination at several offsets in one allocation, and a software-pipelined grid-stride copy;
 // `copy_probe pipe` that copy by depth, grid, block size and L2 hints; `copy_probe pipe3` deeper
 // pipelines and the read-only load path; `copy_probe layouts` the pipelined copy with warp- and
-// block-contiguous runs and L2 256-byte fetches.
-// Build: nvcc -O3 -arch=sm_90a. Results are in bench/results/README.md.
+// block-contiguous runs and L2 256-byte fetches. `copy_probe writes`: write-only bandwidth on 2 GiB,
+// cudaMemset (0 and 0x5a) against pattern-store kernels (grid-stride by stores per iteration, grid
+// and store hint; one block per 16 KiB; bulk (TMA) stores of a shared buffer), all in turns run by
+// run; `copy_probe amortized`: cudaMemcpy against the tool's copy kernel on 2 and 4 GiB, one copy
+// and 4 back to back per timing, then that kernel with .cs stores, L2 evict-first stores and 2/SM;
+// `copy_probe chunks [small]`: a non-persistent copy of one contiguous chunk per block, by chunk and block
+// size (`small`: 1-2 loads per thread).
+// Build: nvcc -O3 -arch=sm_90a -std=c++17. Results are in bench/results/README.md.
 #include <cstdio>
 #include <cstring>
 #include <cstdint>
 #include <vector>
 #include <algorithm>
+#include <functional>
+#include <string>
 #include <cuda_runtime.h>
 template <int U, bool CS>
 __global__ void __launch_bounds__(256) grid_stride(const uint4* __restrict__ s, uint4* __restrict__ d, size_t n) {
@@ -330,7 +338,342 @@ __global__ void __launch_bounds__(256) pipe_layout(const uint4* __restrict__ s, 
   for (int u = 0; u < U; ++u)
     if (i + u * inner < n) d[i + u * inner] = load(i + u * inner);
 }
+// ---- `writes` and `amortized`: shared pieces ----
+// Index-dependent, nonzero 16 bytes (a 32-bit hash of the index over four words): nothing for a
+// compressor to find. Never all 0xff bytes, so a 0xff fill shows any vector left unwritten.
+__host__ __device__ inline uint4 pattern(size_t i) {
+  uint32_t h = (uint32_t)i;
+  h ^= h >> 16; h *= 0x7feb352du; h ^= h >> 15; h *= 0x846ca68bu; h ^= h >> 16;
+  return make_uint4(h, h * 0x9e3779b9u, h ^ 0x5a5a5a5au, h + 0x3c6ef372u);
+}
+// A 16-byte store: 0 plain, 1 st.global.cs, 2 st.global.L1::no_allocate, 3 with an L2 cache policy.
+template <int KIND>
+__device__ __forceinline__ void st16(uint4* a, uint4 v, uint64_t policy) {
+  if constexpr (KIND == 0) *a = v;
+  else if constexpr (KIND == 1) __stcs(a, v);
+  else if constexpr (KIND == 2)
+    asm volatile("st.global.L1::no_allocate.v4.u32 [%0], {%1,%2,%3,%4};" :: "l"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+  else
+    asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1,%2,%3,%4}, %5;" :: "l"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(policy) : "memory");
+}
+// Grid-stride pattern stores, U per thread per iteration; KIND 3 stores with the L2 evict-first policy.
+template <int U, int KIND>
+__global__ void __launch_bounds__(1024) store_gs(uint4* __restrict__ d, size_t n) {
+  const uint64_t p = KIND == 3 ? l2_policy(1) : 0;
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  for (; i + (U - 1) * stride < n; i += U * stride) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) st16<KIND>(d + i + u * stride, pattern(i + u * stride), p);
+  }
+  for (; i < n; i += stride) st16<KIND>(d + i, pattern(i), p);
+}
+// Not persistent: block b writes the contiguous 16 KiB from vector b * 1024 (4 stores per thread,
+// each a 4 KiB run across the block); launched as n / 1024 blocks.
+__global__ void __launch_bounds__(256) store_chunk(uint4* __restrict__ d, size_t n) {
+  const size_t i = (size_t)blockIdx.x * 1024 + threadIdx.x;
+#pragma unroll
+  for (int u = 0; u < 4; ++u)
+    if (i + u * 256 < n) d[i + u * 256] = pattern(i + u * 256);
+}
+// Bulk (TMA) stores: the block fills kBulkStore bytes of shared memory with pattern(0, 1, ...)
+// once, then one thread stores that buffer to chunks blockIdx.x, + gridDim.x, ... with at most 4
+// bulk groups still reading it (the DRAM writes may trail). Vector i ends up pattern(i % (kBulkStore / 16)).
+constexpr int kBulkStore = 32768;
+__global__ void __launch_bounds__(128) bulk_store(uint4* __restrict__ d, size_t n) {
+  __shared__ __align__(128) uint4 buf[kBulkStore / 16];
+  for (int k = threadIdx.x; k < kBulkStore / 16; k += blockDim.x) buf[k] = pattern(k);
+  // Each writer's generic-proxy stores must be fenced before the async proxy (the bulk copy) reads them.
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  const size_t total = n * 16, chunks = (total + kBulkStore - 1) / kBulkStore;
+  for (size_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+    const size_t o = c * kBulkStore;
+    const uint32_t len = (uint32_t)(total - o < kBulkStore ? total - o : kBulkStore);
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"((char*)d + o), "r"(sa(buf)), "r"(len)
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group.read 3;" ::: "memory");  // so at most 4 at the next issue
+  }
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // the buffer must outlive the copies
+}
+// The tool's copy (src/bench/cuda/peak_bandwidth.cu, copy_kernel), as is.
+constexpr int kThreads = 256;
+constexpr int kCopyUnroll = 8;
+__global__ void __launch_bounds__(kThreads) copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst,
+                                                       size_t n_vec) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  bool full = i + (kCopyUnroll - 1) * stride < n_vec;  // a whole iteration's vectors exist
+  uint4 current[kCopyUnroll];
+  if (full) {
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) current[u] = src[i + u * stride];
+  }
+  while (full) {
+    const size_t next = i + kCopyUnroll * stride;
+    const bool next_full = next + (kCopyUnroll - 1) * stride < n_vec;
+    uint4 ahead[kCopyUnroll];
+    if (next_full) {
+#pragma unroll
+      for (int u = 0; u < kCopyUnroll; ++u) ahead[u] = src[next + u * stride];
+    }
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) dst[i + u * stride] = current[u];
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) current[u] = ahead[u];
+    i = next;
+    full = next_full;
+  }
+  for (; i < n_vec; i += stride) dst[i] = src[i];  // the last, partial iteration
+}
+// copy_kernel with its stores through st16<KIND> (1 st.global.cs, 3 L2 evict-first).
+template <int KIND>
+__global__ void __launch_bounds__(kThreads) copy_kernel_st(const uint4* __restrict__ src, uint4* __restrict__ dst, size_t n_vec) {
+  const uint64_t p = KIND == 3 ? l2_policy(1) : 0;
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  bool full = i + (kCopyUnroll - 1) * stride < n_vec;
+  uint4 current[kCopyUnroll];
+  if (full) {
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) current[u] = src[i + u * stride];
+  }
+  while (full) {
+    const size_t next = i + kCopyUnroll * stride;
+    const bool next_full = next + (kCopyUnroll - 1) * stride < n_vec;
+    uint4 ahead[kCopyUnroll];
+    if (next_full) {
+#pragma unroll
+      for (int u = 0; u < kCopyUnroll; ++u) ahead[u] = src[next + u * stride];
+    }
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) st16<KIND>(dst + i + u * stride, current[u], p);
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) current[u] = ahead[u];
+    i = next;
+    full = next_full;
+  }
+  for (; i < n_vec; i += stride) st16<KIND>(dst + i, src[i], p);
+}
+// Counts vectors that differ from pattern(i & mask) (byte < 0) or from memset's `byte`.
+__global__ void __launch_bounds__(256) count_wrong(const uint4* __restrict__ d, size_t n, size_t mask, int byte,
+                                                   unsigned long long* wrong) {
+  const uint32_t w = 0x01010101u * (uint32_t)(byte & 0xff);
+  unsigned long long bad = 0;
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const uint4 v = d[i], e = byte < 0 ? pattern(i & mask) : make_uint4(w, w, w, w);
+    bad += v.x != e.x || v.y != e.y || v.z != e.z || v.w != e.w;
+  }
+  if (bad) atomicAdd(wrong, bad);
+}
+int sm_count() {
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  return sms;
+}
+std::string grid_name(const char* what, int blocks, int threads) {
+  return std::string(what) + " " + std::to_string(blocks) + "x" + std::to_string(threads);
+}
+// Fills d with 0xff bytes, runs f once, then checks all n vectors of d (as count_wrong): "ok" or FAIL.
+std::string check(const std::function<void()>& f, uint4* d, size_t n, size_t mask, int byte) {
+  static unsigned long long* wrong = nullptr;
+  if (!wrong) cudaMalloc(&wrong, sizeof(*wrong));
+  unsigned long long h = 0;
+  cudaMemset(d, 0xff, n * 16);
+  cudaMemset(wrong, 0, sizeof(h));
+  f();
+  count_wrong<<<4 * sm_count(), 256>>>(d, n, mask, byte, wrong);
+  cudaMemcpy(&h, wrong, sizeof(h), cudaMemcpyDeviceToHost);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return std::string("FAIL (") + cudaGetErrorString(e) + ")";
+  return h == 0 ? "ok" : "FAIL (" + std::to_string(h) + " of " + std::to_string(n) + " vectors wrong)";
+}
+// Each variant's median time (ms) between two events over `runs` runs after 2 warm-ups, the
+// variants taken in turn within each run and in reverse order on odd runs: clock drift falls on
+// all alike, and each pair alternates ABBA.
+std::vector<double> median_ms(const std::vector<std::function<void()>>& fs, int runs = 15) {
+  cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
+  std::vector<std::vector<float>> ms(fs.size());
+  for (int r = -2; r < runs; ++r)
+    for (size_t k = 0; k < fs.size(); ++k) {
+      const size_t v = (r & 1) ? fs.size() - 1 - k : k;
+      cudaEventRecord(a); fs[v](); cudaEventRecord(b); cudaEventSynchronize(b);
+      float t = 0; cudaEventElapsedTime(&t, a, b);
+      if (r >= 0) ms[v].push_back(t);
+    }
+  cudaEventDestroy(a); cudaEventDestroy(b);
+  std::vector<double> med;
+  for (auto& m : ms) { std::sort(m.begin(), m.end()); med.push_back(m[m.size() / 2]); }
+  return med;
+}
+double gbs(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
+// A table row: the name, then numbers (GB/s whole, ratios below 10 to 3 places), then a note.
+void row(const std::string& name, std::initializer_list<double> cols, const std::string& note = "") {
+  printf("  %-44s", name.c_str());
+  for (double c : cols) printf(c < 10 ? " %9.3f" : " %9.0f", c);
+  printf("  %s\n", note.c_str());
+}
+
+// `copy_probe writes`: write-only bandwidth on 2 GiB, cudaMemset against store kernels (grid-stride
+// by stores per iteration, grid and cache hint; one block per 16 KiB; bulk stores), in turns.
+int writes_mode() {
+  const size_t bytes = size_t(2) << 30, n = bytes / 16, all = ~size_t(0);
+  const int sm = sm_count();
+  uint4* d = nullptr;
+  if (cudaMalloc(&d, bytes) != cudaSuccess) { printf("writes: cudaMalloc of 2 GiB failed\n"); return 1; }
+  struct Variant { std::string name; std::function<void()> f; size_t mask; int byte; };
+  std::vector<Variant> vs = {{"cudaMemset 0", [=] { cudaMemsetAsync(d, 0, bytes); }, 0, 0},
+                             {"cudaMemset 0x5a", [=] { cudaMemsetAsync(d, 0x5a, bytes); }, 0, 0x5a}};
+  auto add = [&](void (*k)(uint4*, size_t), const char* what, int blocks, int threads) {
+    vs.push_back({grid_name(what, blocks, threads), [=] { k<<<blocks, threads>>>(d, n); }, all, -1});
+  };
+  const int grids[][2] = {{sm, 256}, {2 * sm, 256}, {8 * sm, 256}, {sm, 1024}};
+  for (const auto& g : grids) {
+    add(store_gs<1, 0>, "store U1", g[0], g[1]);
+    add(store_gs<4, 0>, "store U4", g[0], g[1]);
+    add(store_gs<8, 0>, "store U8", g[0], g[1]);
+  }
+  for (int blocks : {sm, 8 * sm}) {
+    add(store_gs<8, 1>, "store U8 st.global.cs", blocks, 256);
+    add(store_gs<8, 2>, "store U8 L1::no_allocate", blocks, 256);
+    add(store_gs<8, 3>, "store U8 L2 evict-first", blocks, 256);
+  }
+  vs.push_back({grid_name("store 16 KiB/block", (int)(n / 1024), 256), [=] { store_chunk<<<n / 1024, 256>>>(d, n); }, all, -1});
+  for (int blocks : {sm, 2 * sm})
+    vs.push_back({grid_name("bulk store 32 KiB x4 in flight", blocks, 128), [=] { bulk_store<<<blocks, 128>>>(d, n); },
+                  kBulkStore / 16 - 1, -1});
+  std::vector<std::string> ok;
+  std::vector<std::function<void()>> fs;
+  for (const Variant& v : vs) { ok.push_back(check(v.f, d, n, v.mask, v.byte)); fs.push_back(v.f); }
+  const std::vector<double> ms = median_ms(fs);
+  printf("writes, 2 GiB, median of 15 runs in turns: variant (blocks x threads), GB/s written, / cudaMemset 0x5a, check\n");
+  for (size_t k = 0; k < vs.size(); ++k) row(vs[k].name, {gbs(bytes, ms[k]), ms[1] / ms[k]}, ok[k]);
+  printf("(%s)\n", cudaGetErrorString(cudaGetLastError()));
+  cudaFree(d);
+  return 0;
+}
+// `copy_probe amortized`: cudaMemcpy against the tool's copy on 2 and 4 GiB (source the first half,
+// destination the second of one allocation), one copy and 4 back to back per timing, ABBA; then at
+// 2 GiB the copy with st.global.cs stores, with L2 evict-first stores and with 2 blocks per SM.
+int amortized_mode() {
+  const int sm = sm_count();
+  for (int gib : {2, 4}) {
+    const size_t bytes = size_t(gib) << 30, n = bytes / 16;
+    uint4* base = nullptr;
+    if (cudaMalloc(&base, 2 * bytes) != cudaSuccess) {
+      printf("copy %d GiB: cudaMalloc of %d GiB failed (%s), skipped\n", gib, 2 * gib, cudaGetErrorString(cudaGetLastError()));
+      continue;
+    }
+    uint4 *s = base, *d = base + n;
+    store_gs<8, 0><<<2 * sm, 256>>>(s, n);  // source vector i = pattern(i), so a copy checks as a write
+    auto memcpy1 = [=] { cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice); };
+    auto tool = [=] { copy_kernel<<<sm, kThreads>>>(s, d, n); };
+    auto times4 = [](std::function<void()> f) { return [f] { for (int k = 0; k < 4; ++k) f(); }; };
+    const std::string tool_name = grid_name("copy_kernel U8", sm, kThreads), tool_ok = check(tool, d, n, ~size_t(0), -1);
+    const std::vector<double> ms = median_ms({memcpy1, tool, times4(memcpy1), times4(tool)});
+    printf("copy %d GiB, median of 15 runs, ABBA: GB/s (read + written), / cudaMemcpy\n", gib);
+    printf(" (a) one copy per timing\n");
+    row("cudaMemcpyAsync D2D", {gbs(2.0 * bytes, ms[0]), 1.0});
+    row(tool_name, {gbs(2.0 * bytes, ms[1]), ms[0] / ms[1]}, tool_ok);
+    printf(" (b) 4 back-to-back copies per timing\n");
+    row("cudaMemcpyAsync D2D x4", {gbs(8.0 * bytes, ms[2]), 1.0});
+    row(tool_name + " x4", {gbs(8.0 * bytes, ms[3]), ms[2] / ms[3]});
+    if (gib == 2) {
+      const std::vector<std::pair<std::string, std::function<void()>>> vs = {
+          {"cudaMemcpyAsync D2D", memcpy1},
+          {tool_name, tool},
+          {grid_name("copy_kernel U8 st.global.cs", sm, kThreads), [=] { copy_kernel_st<1><<<sm, kThreads>>>(s, d, n); }},
+          {grid_name("copy_kernel U8 L2 evict-first", sm, kThreads), [=] { copy_kernel_st<3><<<sm, kThreads>>>(s, d, n); }},
+          {grid_name("copy_kernel U8", 2 * sm, kThreads), [=] { copy_kernel<<<2 * sm, kThreads>>>(s, d, n); }}};
+      std::vector<std::string> ok(1);
+      std::vector<std::function<void()>> fs;
+      for (const auto& v : vs) {
+        if (!fs.empty()) ok.push_back(check(v.second, d, n, ~size_t(0), -1));
+        fs.push_back(v.second);
+      }
+      const std::vector<double> ms2 = median_ms(fs);
+      printf("copy 2 GiB variants, (a) one copy per timing, in turns with cudaMemcpy (ABBA)\n");
+      for (size_t k = 0; k < vs.size(); ++k) row(vs[k].first, {gbs(2.0 * bytes, ms2[k]), ms2[0] / ms2[k]}, ok[k]);
+    }
+    printf("(%s)\n", cudaGetErrorString(cudaGetLastError()));
+    cudaFree(base);
+  }
+  return 0;
+}
+// Not persistent: block b copies the contiguous U * T vectors from b * U * T, all of a thread's U
+// loads (T vectors apart, so each is one contiguous run across the block) before its stores;
+// launched as n / (U * T) blocks, so the block scheduler keeps every SM full to the end (the store
+// kernel of this shape wrote faster than cudaMemset in `writes`).
+template <int U, int T>
+__global__ void __launch_bounds__(T) copy_chunk(const uint4* __restrict__ s, uint4* __restrict__ d, size_t n) {
+  const size_t i = (size_t)blockIdx.x * (U * T) + threadIdx.x;
+  uint4 v[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+    if (i + u * T < n) v[u] = s[i + u * T];
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+    if (i + u * T < n) d[i + u * T] = v[u];
+}
+// `copy_probe chunks`: the non-persistent chunk copy by chunk size and block size against
+// cudaMemcpy and the tool's copy on 2 GiB, in turns (ABBA).
+int chunks_mode(int argc, char** argv) {
+  const int sm = sm_count();
+  const size_t bytes = size_t(2) << 30, n = bytes / 16;
+  uint4* base = nullptr;
+  if (cudaMalloc(&base, 2 * bytes) != cudaSuccess) { printf("chunks: cudaMalloc of 4 GiB failed\n"); return 1; }
+  uint4 *s = base, *d = base + n;
+  store_gs<8, 0><<<2 * sm, 256>>>(s, n);
+  std::vector<std::pair<std::string, std::function<void()>>> vs = {
+      {"cudaMemcpyAsync D2D", [=] { cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice); }},
+      {grid_name("copy_kernel U8", sm, kThreads), [=] { copy_kernel<<<sm, kThreads>>>(s, d, n); }}};
+  auto add = [&](void (*k)(const uint4*, uint4*, size_t), int u, int t) {
+    const size_t blocks = (n + (size_t)u * t - 1) / ((size_t)u * t);
+    vs.push_back({"chunk " + std::to_string(u * t / 64) + " KiB U" + std::to_string(u) + " x " + std::to_string(t),
+                  [=] { k<<<(unsigned)blocks, t>>>(s, d, n); }});
+  };
+  if (argc > 2 && std::strcmp(argv[2], "small") == 0) {  // the second pass: fewer loads, more threads
+    add(copy_chunk<1, 256>, 1, 256);
+    add(copy_chunk<2, 128>, 2, 128);
+    add(copy_chunk<2, 256>, 2, 256);
+    add(copy_chunk<1, 512>, 1, 512);
+    add(copy_chunk<2, 512>, 2, 512);
+    add(copy_chunk<1, 1024>, 1, 1024);
+    add(copy_chunk<2, 1024>, 2, 1024);
+    add(copy_chunk<4, 1024>, 4, 1024);
+  } else {
+    add(copy_chunk<2, 256>, 2, 256);
+    add(copy_chunk<4, 128>, 4, 128);
+    add(copy_chunk<4, 256>, 4, 256);
+    add(copy_chunk<8, 128>, 8, 128);
+    add(copy_chunk<8, 256>, 8, 256);
+    add(copy_chunk<4, 512>, 4, 512);
+    add(copy_chunk<16, 128>, 16, 128);
+    add(copy_chunk<16, 256>, 16, 256);
+    add(copy_chunk<4, 1024>, 4, 1024);
+  }
+  std::vector<std::string> ok(1);
+  std::vector<std::function<void()>> fs;
+  for (const auto& v : vs) {
+    if (!fs.empty()) ok.push_back(check(v.second, d, n, ~size_t(0), -1));
+    fs.push_back(v.second);
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    const std::vector<double> ms = median_ms(fs);
+    printf("copy 2 GiB, pass %d, median of 15 runs in turns (ABBA): GB/s (read + written), / cudaMemcpy, check\n", pass);
+    for (size_t k = 0; k < vs.size(); ++k) row(vs[k].first, {gbs(2.0 * bytes, ms[k]), ms[0] / ms[k]}, ok[k]);
+  }
+  printf("(%s)\n", cudaGetErrorString(cudaGetLastError()));
+  cudaFree(base);
+  return 0;
+}
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "chunks") == 0) return chunks_mode(argc, argv);
+  if (argc > 1 && std::strcmp(argv[1], "writes") == 0) return writes_mode();
+  if (argc > 1 && std::strcmp(argv[1], "amortized") == 0) return amortized_mode();
   size_t bytes = size_t(1) << 30, n = bytes / 16;
   uint4 *s, *d; cudaMalloc(&s, bytes); cudaMalloc(&d, bytes);
   // `copy_probe once`: each copy once, nothing else, for a profiler (the memcpy first).

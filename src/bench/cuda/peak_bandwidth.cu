@@ -62,38 +62,18 @@ __global__ void __launch_bounds__(kThreads) read_sum_kernel(const uint4* __restr
   }
 }
 
-// The tool's own copy: grid-stride 16-byte loads and stores, software-pipelined so a thread's next
-// kCopyUnroll loads are issued before its current ones are stored, and the load queue never runs
-// dry while stores drain. One block of kThreads per SM: on the H200 this was the fastest of the
-// SM copies, TMA bulk copies and cache hints tried (bench/lab/copy_probe.cu, bench/results/README.md).
-constexpr int kCopyUnroll = 8;
+// The tool's own copy: one 16-byte load and store per thread, one block of kCopyThreads per
+// contiguous 4 KiB chunk, as many blocks as chunks. Not persistent: the block scheduler keeps every
+// SM full of short blocks to the end. On the H200 this matched cudaMemcpy (1.001-1.004 of it), where
+// 2 loads per thread reached 0.974-0.980, the fastest persistent copy (grid-stride, one block per
+// SM, 8 loads per thread issued ahead of the previous 8 stores) 0.948-0.955 and TMA bulk copies
+// 0.89-0.925 (bench/lab/copy_probe.cu, bench/results/README.md).
+constexpr int kCopyThreads = 256;
 
-__global__ void __launch_bounds__(kThreads) copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst,
-                                                       size_t n_vec) {
-  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  bool full = i + (kCopyUnroll - 1) * stride < n_vec;  // a whole iteration's vectors exist
-  uint4 current[kCopyUnroll];
-  if (full) {
-#pragma unroll
-    for (int u = 0; u < kCopyUnroll; ++u) current[u] = src[i + u * stride];
-  }
-  while (full) {
-    const size_t next = i + kCopyUnroll * stride;
-    const bool next_full = next + (kCopyUnroll - 1) * stride < n_vec;
-    uint4 ahead[kCopyUnroll];
-    if (next_full) {
-#pragma unroll
-      for (int u = 0; u < kCopyUnroll; ++u) ahead[u] = src[next + u * stride];
-    }
-#pragma unroll
-    for (int u = 0; u < kCopyUnroll; ++u) dst[i + u * stride] = current[u];
-#pragma unroll
-    for (int u = 0; u < kCopyUnroll; ++u) current[u] = ahead[u];
-    i = next;
-    full = next_full;
-  }
-  for (; i < n_vec; i += stride) dst[i] = src[i];  // the last, partial iteration
+__global__ void __launch_bounds__(kCopyThreads) copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst,
+                                                           size_t n_vec) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * kCopyThreads + threadIdx.x;
+  if (i < n_vec) dst[i] = src[i];
 }
 
 // Frees on scope exit; destructors run during unwinding, so a failed free there is ignored
@@ -298,12 +278,12 @@ BandwidthPeak measure_cuda_peak(size_t bytes, int runs) {
   // buffers, alternating run by run (ABBA) so clock drift falls on both alike.
   const size_t half = buffer_bytes / 2;
   const size_t half_vec = n_vec / 2;
-  const int copy_grid = sm_count;
+  const size_t copy_grid = (half_vec + kCopyThreads - 1) / kCopyThreads;  // <= 2^21 blocks (16 GiB at most)
   char* base = static_cast<char*>(buffer.ptr);
   const auto* src = data;
   auto* dst = data + half_vec;
   auto launch_copy_kernel = [&] {
-    copy_kernel<<<copy_grid, kThreads>>>(src, dst, half_vec);
+    copy_kernel<<<static_cast<unsigned>(copy_grid), kCopyThreads>>>(src, dst, half_vec);
     FUSELM_CUDA_THROW(cudaGetLastError());
   };
 
@@ -328,8 +308,8 @@ BandwidthPeak measure_cuda_peak(size_t bytes, int runs) {
   peak.copy_method = str_cat("cudaMemcpy device-to-device of ", half, " bytes, counted read + written, CUDA events, "
                              "median of ", runs, " runs after 2 warm-ups, alternating with the copy kernel");
   const std::string copy_kernel_how =
-      str_cat("grid-stride 16-byte loads and stores of ", half, " bytes (", copy_grid, " blocks x ", kThreads,
-              " threads, ", kCopyUnroll, " loads per thread issued ahead of the previous ", kCopyUnroll, " stores)");
+      str_cat("16-byte loads and stores of ", half, " bytes, one per thread, one block per contiguous ",
+              kCopyThreads * 16, "-byte chunk (", copy_grid, " blocks x ", kCopyThreads, " threads, not persistent)");
   peak.copy_kernel_method = str_cat("copy kernel: ", copy_kernel_how, ", counted read + written, CUDA events, median of ",
                                     runs, " runs after 2 warm-ups, alternating with cudaMemcpy");
   for (int run = -2; run < runs; ++run) {
