@@ -13,6 +13,7 @@
 #include "kernels/cuda/cuda_stream.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_swiglu.h"
 #include "kernels/cuda/residual.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope_kv.h"
@@ -126,6 +127,7 @@ class CudaEngineImpl final : public CudaEngine {
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<FusedDecoder> fused_;  // the fused path's decode graphs; null on the baseline path
   std::string fused_unsupported_;        // why the fused path was asked for but decode runs unfused
+  bool fused_swiglu_ = false;            // prefill's gate/up projection runs with SwiGLU in its output pass
   int max_sequence_length_ = 0;
 };
 
@@ -215,6 +217,8 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
       if (b.batch < limits.max_batch) buckets.push_back(b.batch);
     buckets.push_back(limits.max_batch);
     fused_ = std::make_unique<FusedDecoder>(config_, dtype_, weights_, fused_attention_plan, variants, buckets, stream_);
+    // Where the GPU and shape allow it (Hopper's wgmma; otherwise cuBLASLt's GEMM, then swiglu).
+    fused_swiglu_ = gemm_swiglu_unsupported_reason(ffn, hidden, dtype_).empty();
   }
 
   // The KV pool takes its share of what is left, never more than max_batch full-length sequences.
@@ -435,8 +439,13 @@ void CudaEngineImpl::run_layers(const Step& step) {
       FUSELM_THROW_IF_FAILED(residual_add(residual, proj, dtype_, n * hidden, stream_));
       FUSELM_THROW_IF_FAILED(rmsnorm(residual, w.ffn_norm, eps, n, hidden, normed, dtype_, stream_));
     }
-    FUSELM_THROW_IF_FAILED(gemm_.run(gate_up_shape_, normed, w.gate_up, gate_up, n, stream_));
-    FUSELM_THROW_IF_FAILED(swiglu(gate_up, ffn_act, dtype_, n, config_.intermediate_size, stream_));
+    if (fused_swiglu_) {
+      FUSELM_THROW_IF_FAILED(
+          gemm_swiglu(normed, w.gate_up, ffn_act, dtype_, n, config_.intermediate_size, hidden, stream_));
+    } else {
+      FUSELM_THROW_IF_FAILED(gemm_.run(gate_up_shape_, normed, w.gate_up, gate_up, n, stream_));
+      FUSELM_THROW_IF_FAILED(swiglu(gate_up, ffn_act, dtype_, n, config_.intermediate_size, stream_));
+    }
     FUSELM_THROW_IF_FAILED(gemm_.run(down_shape_, ffn_act, w.down, proj, n, stream_));
     if (fuse_norms && l + 1 < config_.num_layers) {
       FUSELM_THROW_IF_FAILED(add_rmsnorm(residual, proj, dtype_, weights_.layers[l + 1].attn_norm, eps, n, hidden,
