@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Session 14 (f): tile widths 128 and 256 give the same bits; prefill with the width by token count
+# (128 up to 1,024 tokens, 256 above; the default arm) against cuBLASLt (FUSELM_LAB_PREFILL_GEMM=0)
+# for qkv, o and down, two rounds in turns.
+set -uo pipefail
+start=$SECONDS
+source scripts/gpu-env.sh
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real -DFUSELM_MODELS_DIR=$PWD/.gpu-models > /tmp/c.log 2>&1 || tail -20 /tmp/c.log
+tests="gpu_gemm_sm90_test gpu_golden_gpu_test gpu_fused_engine_test"
+cmake --build build-gpu -j 16 --target fuselm $tests > /tmp/b.log 2>&1 || { grep -E "error" /tmp/b.log | head -20; tail -5 /tmp/b.log; exit 1; }
+echo "build $((SECONDS-start)) s"
+for t in $tests; do
+  timeout 200 build-gpu/tests/$t > /tmp/$t.log 2>&1; rc=$?
+  echo "$t rc=$rc $(grep -E '^\[  (PASSED|FAILED)  \]' /tmp/$t.log | tr '\n' ' ') $((SECONDS-start)) s"
+  grep -E '^\[  FAILED  \]|Failure|error:|differ' /tmp/$t.log | head -12 | cut -c1-300
+done
+mkdir -p /tmp/s14f
+for r in 1 2; do
+for s in llama-3.1-8b llama-3.2-1b; do
+  for arm in bytokens 0; do
+    v=""; [ $arm = 0 ] && v="FUSELM_LAB_PREFILL_GEMM=0"
+    env $v timeout 120 build-gpu/fuselm bench -m "synthetic:$s?vocab=32000" --device cuda --dtype bf16 -q --no-peak --scenario prefill \
+      --prefill-lens 128,512,2048,8192 --json /tmp/s14f/p-$s-$arm-$r.json > /tmp/l.txt 2>&1 || tail -3 /tmp/l.txt
+    python3 -c "
+import json,sys; s=json.load(open(sys.argv[1]))['scenarios']; print(sys.argv[2], ' '.join('p%d %.0f tok/s %.0f TF' % (t['tokens'], t['tok_s'], t['tflops']) for t in s['prefill']))" /tmp/s14f/p-$s-$arm-$r.json "$s $arm r$r"
+  done
+done
+done
+echo "engine $((SECONDS-start)) s"
+(cd /tmp && tar czf $OUT/s14f.tgz s14f)
