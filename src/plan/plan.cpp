@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/decode_items.h"
+#include "kernels/cuda/gemm_sm90_shapes.h"
 
 namespace fuselm {
 
@@ -49,6 +50,21 @@ int parse_tokens_choice(const PlanRule& rule, PlanOp op) {
 }
 
 ChoiceOrigin rule_origin(const PlanRule& rule) { return {"rule", std::string(rule.evidence)}; }
+
+bool is_sm90_prefill_gemm(std::string_view path) { return path.starts_with("sm90_"); }
+
+// Why the model's prefill projections do not all fit the sm_90a GEMMs ("" when they do).
+std::string sm90_prefill_misfit(const PlanModel& m) {
+  const int64_t q_dim = static_cast<int64_t>(m.num_heads) * m.head_dim;
+  const int64_t qkv = q_dim + 2 * static_cast<int64_t>(m.num_kv_heads) * m.head_dim;
+  if (!gemm_sm90_shape_ok(qkv, m.hidden_size, 256)) return str_cat("qkv [", qkv, "][", m.hidden_size, "]");
+  if (!gemm_sm90_shape_ok(m.hidden_size, q_dim, 256)) return str_cat("o [", m.hidden_size, "][", q_dim, "]");
+  if (!gemm_sm90_shape_ok(m.hidden_size, m.intermediate_size, 256))
+    return str_cat("down [", m.hidden_size, "][", m.intermediate_size, "]");
+  if (!gemm_swiglu_sm90_shape_ok(m.intermediate_size, m.hidden_size))
+    return str_cat("gate/up [2 x ", m.intermediate_size, "][", m.hidden_size, "]");
+  return "";
+}
 
 }  // namespace
 
@@ -241,11 +257,22 @@ Plan make_rule_plan(const ModelConfig& config, DType dtype, const GpuIdentity& g
   plan.prefill.attention_kernel = prefill_attn.choice;
   plan.prefill.attention_origin = rule_origin(prefill_attn);
   plan.prefill.gemm_workspace_bytes = kCublasLtWorkspaceBytes;
+  std::string gemm_evidence;
   for (int tokens : prefill_chunk_buckets(limits.max_prefill_tokens)) {
     const PlanRule& r = rule(PlanOp::PrefillGemm, tokens);
     plan.prefill.buckets.push_back({tokens, std::string(r.choice)});
-    plan.prefill.gemm_origin = rule_origin(r);  // one row covers every bucket today
+    if (gemm_evidence.find(r.evidence) == std::string::npos)
+      gemm_evidence += str_cat(gemm_evidence.empty() ? "" : "; ", r.choice, ": ", r.evidence);
   }
+  // The sm_90a GEMMs serve every chunk or none (their bits differ from cuBLASLt's, and a token's
+  // result may not depend on its chunk's size), and only a model whose every projection fits them.
+  if (is_sm90_prefill_gemm(plan.prefill.buckets.front().gemm))
+    if (const std::string misfit = sm90_prefill_misfit(plan.model); !misfit.empty()) {
+      for (PrefillBucket& b : plan.prefill.buckets) b.gemm = "cublaslt";
+      gemm_evidence = str_cat("cuBLASLt, one split-K-free algorithm per shape for every chunk: the ", misfit,
+                              " projection does not fit the sm_90a GEMMs (kernels/cuda/gemm_sm90_shapes.h)");
+    }
+  plan.prefill.gemm_origin = {"rule", gemm_evidence};
   complete_plan(plan);
   validate_plan(plan, "the rule plan");
   return plan;
@@ -327,9 +354,21 @@ void validate_plan(const Plan& plan, const std::string& where) {
         "prefill.attention.kernel ", plan.prefill.attention_kernel, " needs head_dim 64 or 128, the model's is ",
         m.head_dim);
   check(plan.prefill.gemm_workspace_bytes > 0, "prefill.gemm.workspace_bytes must be positive");
-  for (const PrefillBucket& b : plan.prefill.buckets)
+  for (const PrefillBucket& b : plan.prefill.buckets) {
     check(is_known(prefill_gemm_path_names(), b.gemm), "prefill bucket ", b.tokens, ": GEMM path '", b.gemm,
           "' is unknown (known: ", join(prefill_gemm_path_names()), ")");
+    check(is_sm90_prefill_gemm(b.gemm) == is_sm90_prefill_gemm(plan.prefill.buckets.front().gemm), "prefill bucket ",
+          b.tokens, " runs ", b.gemm, " and bucket ", plan.prefill.buckets.front().tokens, " ",
+          plan.prefill.buckets.front().gemm, ": cuBLASLt and the sm_90a GEMMs round differently, so a token's result "
+          "would depend on its chunk's size (use the sm_90a paths for every bucket or for none)");
+  }
+  if (!plan.prefill.buckets.empty() && is_sm90_prefill_gemm(plan.prefill.buckets.front().gemm)) {
+    check(plan.gpu.sm() >= 90 && plan.gpu.sm() < 100, "prefill GEMM path ", plan.prefill.buckets.front().gemm,
+          " runs Hopper's sm_90a code (wgmma, TMA), and the plan's GPU is sm_", plan.gpu.sm(), "; use cublaslt");
+    const std::string misfit = sm90_prefill_misfit(m);
+    check(misfit.empty(), "prefill GEMM path ", plan.prefill.buckets.front().gemm, ": the model's ", misfit,
+          " projection does not fit the sm_90a GEMMs (output features a multiple of 256, k of 64; use cublaslt)");
+  }
 
   // The derived numbers must be what the model, limits and choices give.
   Plan derived = plan;

@@ -97,7 +97,7 @@ enum class PlanOp : uint8_t {
   DecodeAttention,   // decode attention kernel: "mma" (head_dim 64, 128), "mma_c8" (the same in clusters of 8, sm_90) or "generic"
   DecodeSplit,       // decode attention split size in tokens
   PrefillAttention,  // prefill attention kernel: "mma_r32_k64", "mma_r32_k32" or "generic"
-  PrefillGemm,       // GEMM path of a prefill chunk bucket: "cublaslt"
+  PrefillGemm,       // GEMM path of a prefill chunk bucket: "sm90_w128", "sm90_w256" or "cublaslt"
   KvBlock,           // tokens per paged KV block
 };
 inline constexpr int kPlanOpCount = 10;

@@ -19,6 +19,7 @@ constexpr RuleRange kAny{0, kUnbounded};
 constexpr RuleRange kHopper{90, 100};
 constexpr RuleRange kAmpereOrNewer{80, kUnbounded};
 constexpr RuleRange exactly(double v) { return {v, v + 1}; }
+constexpr uint32_t kHalfPrecision = (1u << static_cast<unsigned>(DType::BF16)) | (1u << static_cast<unsigned>(DType::F16));
 
 // Read top to bottom; the first row whose keys all match gives the choice. Architecture-specific
 // rows (measured there) come before the sm_80+ rows that carry the same choice to GPUs where
@@ -88,7 +89,20 @@ constexpr PlanRule kRules[] = {
     {.ops = bit(PlanOp::PrefillAttention), .sm = kAmpereOrNewer, .choice = "generic",
      .evidence = "head_dim other than 64 and 128: the CUDA-core fallback (kernels/cuda/attention_generic.cu)"},
 
-    // Prefill GEMMs: compute-bound at chunk sizes, where cuBLASLt is at home.
+    // Prefill GEMMs: compute-bound at chunk sizes. On Hopper our TMA + wgmma kernels, batch-invariant
+    // (each output one CTA's full-K sum) and the gate/up one with SwiGLU in its output pass; both
+    // tile widths give the same bits, so the width follows the chunk. make_rule_plan falls back to
+    // cuBLASLt for every chunk when a projection's shape does not fit them.
+    {.ops = bit(PlanOp::PrefillGemm), .dtypes = kHalfPrecision, .shape = {0, 1025}, .sm = kHopper,
+     .choice = "sm90_w128",
+     .evidence = "H200, tiles of 128 features (twice the CTAs of 256 where tiles are few): against cuBLASLt's "
+                 "batch-invariant algorithm, Llama-3.1-8B shape prefill +30% at 128 tokens (16,077-16,095 against "
+                 "12,282-12,442 tok/s), +4-7% at 512; o and down at 512 tokens 38 and 101 against 60 and 169 us "
+                 "(bench/results/dev/ab/s14/, docs/kernels/gemm_sm90.md)"},
+    {.ops = bit(PlanOp::PrefillGemm), .dtypes = kHalfPrecision, .sm = kHopper, .choice = "sm90_w256",
+     .evidence = "H200, tiles of 256 features above 1,024 tokens: Llama-3.1-8B shape prefill even at 2048 tokens, "
+                 "-2.5% at 8192 against cuBLASLt's batch-invariant algorithm (bench/results/dev/ab/s14/, "
+                 "docs/kernels/gemm_sm90.md); gate/up with SwiGLU fused 634-758 TFLOP/s at 512-2048 tokens"},
     {.ops = bit(PlanOp::PrefillGemm), .sm = kAmpereOrNewer, .choice = "cublaslt",
      .evidence = "cuBLASLt, one split-K-free algorithm per shape for every chunk on the fused path (batch "
                  "invariant; kernels/cuda/gemm.h); cuBLAS runs bf16 GEMMs at 788 TFLOP/s on H200"},
@@ -108,7 +122,7 @@ constexpr std::string_view kSkinnyGemmVariants[] = {
     "rt4_w4_k4_cta", "rt1_w4_k8_cta", "rt2_w4_k8_cta", "rt1_w8_k8_cta", "rt2_w8_k8_cta", "rt4_w4_k8_cta"};
 constexpr std::string_view kDecodeAttentionKernels[] = {"mma", "mma_c8", "generic"};
 constexpr std::string_view kPrefillAttentionKernels[] = {"mma_r32_k64", "mma_r32_k32", "generic"};
-constexpr std::string_view kPrefillGemmPaths[] = {"cublaslt"};
+constexpr std::string_view kPrefillGemmPaths[] = {"cublaslt", "sm90_w128", "sm90_w256"};
 
 struct Preset {
   std::string_view key;

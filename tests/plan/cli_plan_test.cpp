@@ -73,7 +73,8 @@ TEST(PlanCli, PrintsTheRulePlanForANamedGpu) {
   EXPECT_THAT(r.out, HasSubstr("decode attention: mma_c8 kernel, split 256 tokens"));
   EXPECT_THAT(r.out, HasSubstr("prefill attention: mma_r32_k32"));
   EXPECT_THAT(r.out, ::testing::ContainsRegex("\n +256 +16 +8 x 256 x 32\n"));  // the last decode bucket
-  EXPECT_THAT(r.out, ::testing::ContainsRegex("\n +8192 +cublaslt\n"));         // the last prefill bucket
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("\n +1024 +sm90_w128\n"));        // prefill buckets
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("\n +8192 +sm90_w256\n"));
   EXPECT_THAT(r.out, HasSubstr("why:"));
 }
 

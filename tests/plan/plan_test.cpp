@@ -313,8 +313,26 @@ TEST(PlanBuckets, PrefillChunks) {
   EXPECT_EQ(p.prefill_bucket(1).tokens, 64);
   EXPECT_EQ(p.prefill_bucket(65).tokens, 128);
   EXPECT_EQ(p.prefill_bucket(8192).tokens, 8192);
-  EXPECT_EQ(p.prefill_bucket(300).gemm, "cublaslt");
   expect_error([&] { p.prefill_bucket(8193); }, {"8193 tokens", "--max-prefill-tokens"});
+}
+
+// On Hopper the prefill projections run the sm_90a GEMMs, tiles of 128 features for chunks of up to
+// 1,024 tokens and 256 above (the same bits); elsewhere, or for a model whose projections do not fit
+// them, cuBLASLt for every chunk.
+TEST(PlanRules, PrefillGemmPaths) {
+  const Plan hopper = rule_plan(llama_8b());
+  for (int tokens : {1, 300, 1024}) EXPECT_EQ(hopper.prefill_bucket(tokens).gemm, "sm90_w128") << tokens;
+  for (int tokens : {1025, 2048, 8192}) EXPECT_EQ(hopper.prefill_bucket(tokens).gemm, "sm90_w256") << tokens;
+  EXPECT_THAT(hopper.prefill.gemm_origin.reason, HasSubstr("sm90_w128: H200"));
+  EXPECT_THAT(hopper.prefill.gemm_origin.reason, HasSubstr("sm90_w256: H200"));
+  EXPECT_EQ(rule_plan(llama_1b(), "h100", DType::F16).prefill_bucket(8192).gemm, "sm90_w256");
+  for (const PrefillBucket& b : rule_plan(llama_8b(), "a100").prefill.buckets) EXPECT_EQ(b.gemm, "cublaslt");
+
+  ModelConfig odd = llama_8b();
+  odd.intermediate_size = 5000;  // down's k is not a multiple of 64
+  const Plan p = rule_plan(odd);
+  for (const PrefillBucket& b : p.prefill.buckets) EXPECT_EQ(b.gemm, "cublaslt") << b.tokens;
+  EXPECT_THAT(p.prefill.gemm_origin.reason, HasSubstr("the down [4096][5000] projection does not fit"));
 }
 
 TEST(PlanBuckets, WorkspaceFollowsTheLimits) {
@@ -526,6 +544,19 @@ TEST_F(PlanFile, UnknownNames) {
   j = good_;
   j["prefill"]["buckets"][0]["gemm"] = "cutlass";
   expect_load_error(j, {"GEMM path 'cutlass' is unknown"});
+}
+
+// The sm_90a prefill GEMMs for every chunk or none, on Hopper only, for a model they fit.
+TEST_F(PlanFile, PrefillGemmPaths) {
+  json j = good_;
+  j["prefill"]["buckets"][0]["gemm"] = "cublaslt";
+  expect_load_error(j, {"prefill bucket", "round differently", "depend on its chunk's size"});
+  j = good_;
+  j["prefill"]["buckets"][7]["gemm"] = "sm90_w128";  // the width may change, the family may not
+  EXPECT_EQ(plan_from_json(j, "test").prefill_bucket(8192).gemm, "sm90_w128");
+  json ampere = plan_to_json(rule_plan(llama_8b(), "a100"));
+  for (auto& b : ampere["prefill"]["buckets"]) b["gemm"] = "sm90_w256";
+  expect_load_error(ampere, {"runs Hopper's sm_90a code", "sm_80", "use cublaslt"});
 }
 
 TEST_F(PlanFile, InconsistentEdits) {

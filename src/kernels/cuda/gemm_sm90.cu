@@ -23,6 +23,7 @@
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/gemm_sm90_shapes.h"
 
 namespace fuselm {
 namespace {
@@ -324,11 +325,12 @@ Status encode_tensor_map(CUtensorMap& map, const void* base, DType dtype, int64_
 
 // Shape checks shared by both entry points: `features` output features per CTA tile.
 std::string unsupported_reason(int64_t out_features, int64_t k, DType dtype, int features) {
+  static_assert(kGemmSm90TileK == kTileK, "gemm_sm90_shapes.h describes this kernel");
   if (dtype != DType::BF16 && dtype != DType::F16) return str_cat("dtype ", dtype_name(dtype), " (bf16 or f16 only)");
   if (out_features <= 0 || out_features % features != 0)
     return str_cat("output features ", out_features, " (a positive multiple of ", features, ")");
   if (k <= 0 || k % kTileK != 0) return str_cat("k=", k, " (a positive multiple of ", kTileK, ")");
-  if (2 * out_features > (int64_t{1} << 31) || k > (int64_t{1} << 31))
+  if (!gemm_sm90_shape_ok(out_features, k, features))
     return str_cat("output features ", out_features, ", k=", k, " (too large)");
   if (!sm90a_code_runs()) return "no sm_90a code for this device in this build (Hopper's wgmma and TMA)";
   if (!tensor_map_encoder()) return "the driver has no cuTensorMapEncodeTiled";

@@ -127,12 +127,11 @@ class CudaEngineImpl final : public CudaEngine {
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<FusedDecoder> fused_;  // the fused path's decode graphs; null on the baseline path
   std::string fused_unsupported_;        // why the fused path was asked for but decode runs unfused
-  bool fused_swiglu_ = false;            // prefill's gate/up projection runs with SwiGLU in its output pass
-  // Prefill's qkv, o and down projections: on the sm_90a kernel (kPrefillTileByTokens: its tile
-  // width follows the step's token count, which changes no bit) or on cuBLASLt (0). Fixed at load
-  // for each shape, so a token's result never depends on the step.
-  static constexpr int kPrefillTileByTokens = -1;
-  int prefill_tile_qkv_ = 0, prefill_tile_o_ = 0, prefill_tile_down_ = 0;
+  // The fused path's prefill projections on the sm_90a GEMMs (the plan's prefill GEMM path for every
+  // chunk; gate/up with SwiGLU in its output pass), else on cuBLASLt and swiglu. A chunk takes the
+  // tile width of its plan bucket (sm90_w128 or sm90_w256: the same bits).
+  bool prefill_sm90_ = false;
+  std::string prefill_note_;  // why the plan's sm_90a GEMMs do not run here, if they do not
   int max_sequence_length_ = 0;
 };
 
@@ -222,17 +221,17 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
       if (b.batch < limits.max_batch) buckets.push_back(b.batch);
     buckets.push_back(limits.max_batch);
     fused_ = std::make_unique<FusedDecoder>(config_, dtype_, weights_, fused_attention_plan, variants, buckets, stream_);
-    // Where the GPU and shape allow it (Hopper's wgmma; otherwise cuBLASLt's GEMM, then swiglu).
-    fused_swiglu_ = gemm_swiglu_sm90_unsupported_reason(ffn, hidden, dtype_).empty();
-    // On the sm_90a kernel wherever it runs the shape, its tile width chosen by the step's token
-    // count (run_layers). Against cuBLASLt's batch-invariant algorithm (H200, docs/kernels/gemm_sm90.md):
-    // prefill +30% at 128 tokens, +4-22% at 512, even to -4% at 2,048, -2.5% at 8,192.
-    const auto sm90_tile = [&](const GemmShape& shape) {
-      return gemm_sm90_unsupported_reason(shape.n, shape.k, dtype_, 256).empty() ? kPrefillTileByTokens : 0;
-    };
-    prefill_tile_qkv_ = sm90_tile(qkv_shape_);
-    prefill_tile_o_ = sm90_tile(wo_shape_);
-    prefill_tile_down_ = sm90_tile(down_shape_);
+    // Prefill's projections as the plan says (validated: the sm_90a paths for every chunk or none).
+    // The plan knows the GPU and the shapes, not this build's device code: without sm_90a code
+    // prefill runs on cuBLASLt, and the engine's description says so.
+    const std::vector<PrefillBucket>& chunks = kernel_plan_.prefill.buckets;
+    if (!chunks.empty() && chunks.front().gemm.starts_with("sm90_")) {
+      std::string why = gemm_swiglu_sm90_unsupported_reason(ffn, hidden, dtype_);
+      for (const GemmShape& s : {qkv_shape_, wo_shape_, down_shape_})
+        if (why.empty()) why = gemm_sm90_unsupported_reason(s.n, s.k, dtype_, 256);
+      prefill_sm90_ = why.empty();
+      if (!prefill_sm90_) prefill_note_ = str_cat("prefill GEMMs on cuBLASLt, not the plan's sm_90a GEMMs: ", why);
+    }
   }
 
   // The KV pool takes its share of what is left, never more than max_batch full-length sequences.
@@ -293,7 +292,8 @@ std::string CudaEngineImpl::description() const {
   if (!fused_unsupported_.empty())
     return str_cat("cuda baseline ", dtype_name(dtype_), " on ", device_name_, " (fused decode does not support ",
                    fused_unsupported_, ")");
-  return str_cat("cuda ", fused_ ? "fused" : "baseline", " ", dtype_name(dtype_), " on ", device_name_);
+  return str_cat("cuda ", fused_ ? "fused" : "baseline", " ", dtype_name(dtype_), " on ", device_name_,
+                 prefill_note_.empty() ? "" : str_cat(" (", prefill_note_, ")"));
 }
 
 void CudaEngineImpl::upload_range(const ArenaSlice& s, size_t offset, size_t bytes) {
@@ -428,14 +428,19 @@ void CudaEngineImpl::run_layers(const Step& step) {
                                    input_device<int32_t>(in.tokens), n, residual, DType::F32, stream_));
   // The fused path folds each residual add into the norm that follows it (one pass, bitwise equal).
   const bool fuse_norms = fused_ != nullptr;
-  // A projection on the sm_90a kernel chosen at load (`tile` features per CTA), else on cuBLASLt.
-  // Both tile widths give the same bits (CudaGemmSm90.TileWidthsGiveTheSameBits), so the width may
-  // follow the step's token count: 128 features per CTA fill the GPU at short prompts, 256 reuse
-  // each activation tile twice as much at long ones.
-  const auto project = [&](const GemmShape& shape, int tile, const void* in, const void* weight, void* out) {
-    if (tile == kPrefillTileByTokens) tile = n <= 1024 ? 128 : 256;
-    return tile > 0 ? gemm_sm90(in, weight, out, dtype_, n, shape.n, shape.k, tile, stream_)
-                    : gemm_.run(shape, in, weight, out, n, stream_);
+  // A projection on the sm_90a GEMM, else on cuBLASLt. Its two tile widths give the same bits
+  // (CudaGemmSm90.TileWidthsGiveTheSameBits), so the width follows the step's token count as the
+  // plan's chunk buckets say: 128 features per CTA fill the GPU at short prompts, 256 reuse each
+  // activation tile twice as much at long ones.
+  int sm90_tile = 256;
+  if (prefill_sm90_) {
+    const std::vector<PrefillBucket>& chunks = kernel_plan_.prefill.buckets;
+    const auto bucket = std::find_if(chunks.begin(), chunks.end(), [&](const PrefillBucket& b) { return b.tokens >= n; });
+    sm90_tile = (bucket == chunks.end() ? chunks.back() : *bucket).gemm == "sm90_w128" ? 128 : 256;
+  }
+  const auto project = [&](const GemmShape& shape, const void* in, const void* weight, void* out) {
+    return prefill_sm90_ ? gemm_sm90(in, weight, out, dtype_, n, shape.n, shape.k, sm90_tile, stream_)
+                         : gemm_.run(shape, in, weight, out, n, stream_);
   };
   for (int l = 0; l < config_.num_layers; ++l) {
     const DeviceLayerWeights& w = weights_.layers[l];
@@ -443,7 +448,7 @@ void CudaEngineImpl::run_layers(const Step& step) {
     // Attention block.
     if (!fuse_norms || l == 0)
       FUSELM_THROW_IF_FAILED(rmsnorm(residual, w.attn_norm, eps, n, hidden, normed, dtype_, stream_));
-    FUSELM_THROW_IF_FAILED(project(qkv_shape_, prefill_tile_qkv_, normed, w.qkv, qkv));
+    FUSELM_THROW_IF_FAILED(project(qkv_shape_, normed, w.qkv, qkv));
     FUSELM_THROW_IF_FAILED(rope_kv(qkv, q, dtype_, rope_shape_, n, input_device<int32_t>(in.positions),
                                    input_device<int32_t>(in.token_batch), weights_.rope_inv_freq, kv, stream_));
     if (step.decode_only) {
@@ -454,7 +459,7 @@ void CudaEngineImpl::run_layers(const Step& step) {
                                                input_device<int32_t>(in.q_starts), kv_lens, step.batch,
                                                step.max_q_len, stream_));
     }
-    FUSELM_THROW_IF_FAILED(project(wo_shape_, prefill_tile_o_, attn_out, w.wo, proj));
+    FUSELM_THROW_IF_FAILED(project(wo_shape_, attn_out, w.wo, proj));
     // MLP block.
     if (fuse_norms) {
       FUSELM_THROW_IF_FAILED(add_rmsnorm(residual, proj, dtype_, w.ffn_norm, eps, n, hidden, normed, dtype_, stream_));
@@ -462,14 +467,14 @@ void CudaEngineImpl::run_layers(const Step& step) {
       FUSELM_THROW_IF_FAILED(residual_add(residual, proj, dtype_, n * hidden, stream_));
       FUSELM_THROW_IF_FAILED(rmsnorm(residual, w.ffn_norm, eps, n, hidden, normed, dtype_, stream_));
     }
-    if (fused_swiglu_) {
+    if (prefill_sm90_) {
       FUSELM_THROW_IF_FAILED(
           gemm_swiglu_sm90(normed, w.gate_up, ffn_act, dtype_, n, config_.intermediate_size, hidden, stream_));
     } else {
       FUSELM_THROW_IF_FAILED(gemm_.run(gate_up_shape_, normed, w.gate_up, gate_up, n, stream_));
       FUSELM_THROW_IF_FAILED(swiglu(gate_up, ffn_act, dtype_, n, config_.intermediate_size, stream_));
     }
-    FUSELM_THROW_IF_FAILED(project(down_shape_, prefill_tile_down_, ffn_act, w.down, proj));
+    FUSELM_THROW_IF_FAILED(project(down_shape_, ffn_act, w.down, proj));
     if (fuse_norms && l + 1 < config_.num_layers) {
       FUSELM_THROW_IF_FAILED(add_rmsnorm(residual, proj, dtype_, weights_.layers[l + 1].attn_norm, eps, n, hidden,
                                          normed, dtype_, stream_));
