@@ -398,37 +398,11 @@ __global__ void __launch_bounds__(128) bulk_store(uint4* __restrict__ d, size_t 
   }
   asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // the buffer must outlive the copies
 }
-// The tool's copy (src/bench/cuda/peak_bandwidth.cu, copy_kernel), as is.
+// The tool's copy before session 14 (src/bench/cuda/peak_bandwidth.cu had it until then): grid-stride,
+// software-pipelined, 8 loads per thread issued ahead of the previous 8 stores; its stores through
+// st16<KIND> (0 plain, 1 st.global.cs, 3 L2 evict-first).
 constexpr int kThreads = 256;
 constexpr int kCopyUnroll = 8;
-__global__ void __launch_bounds__(kThreads) copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst,
-                                                       size_t n_vec) {
-  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  bool full = i + (kCopyUnroll - 1) * stride < n_vec;  // a whole iteration's vectors exist
-  uint4 current[kCopyUnroll];
-  if (full) {
-#pragma unroll
-    for (int u = 0; u < kCopyUnroll; ++u) current[u] = src[i + u * stride];
-  }
-  while (full) {
-    const size_t next = i + kCopyUnroll * stride;
-    const bool next_full = next + (kCopyUnroll - 1) * stride < n_vec;
-    uint4 ahead[kCopyUnroll];
-    if (next_full) {
-#pragma unroll
-      for (int u = 0; u < kCopyUnroll; ++u) ahead[u] = src[next + u * stride];
-    }
-#pragma unroll
-    for (int u = 0; u < kCopyUnroll; ++u) dst[i + u * stride] = current[u];
-#pragma unroll
-    for (int u = 0; u < kCopyUnroll; ++u) current[u] = ahead[u];
-    i = next;
-    full = next_full;
-  }
-  for (; i < n_vec; i += stride) dst[i] = src[i];  // the last, partial iteration
-}
-// copy_kernel with its stores through st16<KIND> (1 st.global.cs, 3 L2 evict-first).
 template <int KIND>
 __global__ void __launch_bounds__(kThreads) copy_kernel_st(const uint4* __restrict__ src, uint4* __restrict__ dst, size_t n_vec) {
   const uint64_t p = KIND == 3 ? l2_policy(1) : 0;
@@ -457,6 +431,7 @@ __global__ void __launch_bounds__(kThreads) copy_kernel_st(const uint4* __restri
   }
   for (; i < n_vec; i += stride) st16<KIND>(dst + i, src[i], p);
 }
+constexpr auto copy_kernel = copy_kernel_st<0>;
 // Counts vectors that differ from pattern(i & mask) (byte < 0) or from memset's `byte`.
 __global__ void __launch_bounds__(256) count_wrong(const uint4* __restrict__ d, size_t n, size_t mask, int byte,
                                                    unsigned long long* wrong) {

@@ -27,6 +27,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/attention.h"
 #include "gpu/attention_test_util.h"
+#include "gpu/gpu_timing.h"
 #include "kernels/cuda/attention_variants.h"
 #include "kernels/cuda/pdl.cuh"
 
@@ -602,29 +603,6 @@ TEST(AttentionLauncher, RejectsUnsupportedShapesWithAClearMessage) {
 // ---------------------------------------------------------------------------------------------
 // Benchmarks: print times, never fail on speed.
 
-// Median time in ms of `fn` over `reps` runs after 3 warm-ups, each run bracketed by events.
-template <class F>
-double median_ms(F&& fn, int reps = 20) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  for (int i = 0; i < 3; ++i) fn();
-  std::vector<float> times;
-  for (int i = 0; i < reps; ++i) {
-    cudaEventRecord(start);
-    fn();
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    times.push_back(ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
 // A cache of `batch` sequences in shuffled blocks, filled with one 4 MiB random pattern repeated
 // (timing needs non-zero data, not distinct data; the pools are far larger than L2 anyway).
 struct BenchCache {
@@ -670,7 +648,7 @@ TEST(AttentionBench, DISABLED_Ceilings) {
   DeviceBuffer<uint8_t> a(bytes), b(bytes);
   ASSERT_TRUE(a.get() && b.get());
   ASSERT_CUDA(cudaMemset(a.get(), 1, bytes));
-  const double copy_ms = median_ms([&] { cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice); });
+  const double copy_ms = test::median_ms([&] { cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice); });
   std::printf("[bench] d2d copy 2 GiB: %.3f ms = %.0f GB/s (read + write)\n", copy_ms, 2.0 * bytes / copy_ms / 1e6);
 
   // bf16 GEMM through cuBLAS on random data: the tensor-core ceiling for prefill.
@@ -681,7 +659,7 @@ TEST(AttentionBench, DISABLED_Ceilings) {
   cublasHandle_t handle;
   ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
   const float one = 1.0f, zero = 0.0f;
-  const double gemm_ms = median_ms(
+  const double gemm_ms = test::median_ms(
       [&] {
         cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, x.get(), CUDA_R_16BF, n, y.get(), CUDA_R_16BF, n,
                      &zero, z.get(), CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
@@ -747,7 +725,7 @@ TEST(AttentionBench, DISABLED_Decode) {
       };
       ASSERT_STATUS_OK(run());
       ASSERT_CUDA(cudaDeviceSynchronize());
-      const double ms = median_ms([&] { (void)run(); });
+      const double ms = test::median_ms([&] { (void)run(); });
       const double kv_bytes = 2.0 * c.batch * c.len * c.n_kv_heads * c.head_dim * 2;
       std::printf("[bench] %-32s %7d %10d %10.1f %12.0f %10.0f\n", c.name, variant.stages, variant.ctas,
                   ms * 1e3, kv_bytes, kv_bytes / ms / 1e6);
@@ -785,7 +763,7 @@ void time_decode(DecodeBenchInputs& in, int batch, const DecodeAttentionPlan& pl
   };
   ASSERT_STATUS_OK(run());
   ASSERT_CUDA(cudaDeviceSynchronize());
-  ms = median_ms([&] { (void)run(); });
+  ms = test::median_ms([&] { (void)run(); });
 }
 
 // Split size against batch and length, with the launcher's variant: which split each length wants.
@@ -903,7 +881,7 @@ TEST(AttentionBench, DISABLED_Prefill) {
       };
       ASSERT_STATUS_OK(run());
       ASSERT_CUDA(cudaDeviceSynchronize());
-      const double ms = median_ms([&] { (void)run(); });
+      const double ms = test::median_ms([&] { (void)run(); });
       std::printf("[bench] %-30s %5d/%-3d %10.1f %10.1f %10.0f\n", c.name, variant.rows_per_warp, variant.keys_per_tile,
                   ms * 1e3, flops / 1e9, flops / ms / 1e9);
     }

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "gpu_test_util.h"
+#include "gpu_timing.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/swiglu.h"
 
@@ -253,24 +254,7 @@ TEST(CudaGemmSm90, DISABLED_Lab) {
   GemmPlan invariant, fastest;
   ASSERT_STATUS_OK(invariant.init(workspace.get(), workspace.bytes()));
   ASSERT_STATUS_OK(fastest.init(workspace.get(), workspace.bytes()));
-  cudaEvent_t a, b;
-  ASSERT_CUDA_OK(cudaEventCreate(&a));
-  ASSERT_CUDA_OK(cudaEventCreate(&b));
-  const auto time_us = [&](auto&& f) {
-    for (int i = 0; i < 3; ++i) f();
-    std::vector<float> ms;
-    for (int i = 0; i < 15; ++i) {
-      cudaEventRecord(a);
-      f();
-      cudaEventRecord(b);
-      cudaEventSynchronize(b);
-      float t = 0;
-      cudaEventElapsedTime(&t, a, b);
-      ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    return 1e3 * ms[ms.size() / 2];
-  };
+  const auto time_us = [](auto&& f) { return 1e3 * test::median_ms(f, 15); };
   std::printf("[lab] %-13s %-8s %5s %10s %10s %10s %10s %8s\n", "model", "proj", "m", "sm90_128", "sm90_256",
               "cublas_inv", "cublas_fast", "TF/s");
   const test::HostTensor x = test::random_tensor(gen, max_m * 14336, DType::BF16);
@@ -306,8 +290,6 @@ TEST(CudaGemmSm90, DISABLED_Lab) {
     }
   }
   ASSERT_CUDA_OK(cudaGetLastError());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
 }
 
 }  // namespace

@@ -1,0 +1,34 @@
+#pragma once
+// Timing for the GPU labs (DISABLED_ tests that print times and never fail on speed).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace fuselm::test {
+
+// Median time in ms of `fn` over `reps` runs after 3 warm-ups, each run bracketed by events (for
+// the labs: they print times and never fail on speed).
+template <class F>
+double median_ms(F&& fn, int reps = 20) {
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  for (int i = 0; i < 3; ++i) fn();
+  std::vector<float> times;
+  for (int i = 0; i < reps; ++i) {
+    cudaEventRecord(start);
+    fn();
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    times.push_back(ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace fuselm::test
