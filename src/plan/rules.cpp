@@ -19,7 +19,8 @@ constexpr RuleRange kAny{0, kUnbounded};
 constexpr RuleRange kHopper{90, 100};
 constexpr RuleRange kAmpereOrNewer{80, kUnbounded};
 constexpr RuleRange exactly(double v) { return {v, v + 1}; }
-constexpr uint32_t kHalfPrecision = (1u << static_cast<unsigned>(DType::BF16)) | (1u << static_cast<unsigned>(DType::F16));
+constexpr uint32_t kHalfPrecision =
+    (1u << static_cast<unsigned>(DType::BF16)) | (1u << static_cast<unsigned>(DType::F16));
 
 // Read top to bottom; the first row whose keys all match gives the choice. Architecture-specific
 // rows (measured there) come before the sm_80+ rows that carry the same choice to GPUs where

@@ -62,7 +62,8 @@ void check_problem(const Problem& p, DType dtype, std::mt19937& gen) {
                          test::dtype_ulp(dtype) * std::fabs(want);
       const float out = got[t * p.ffn + j];
       if (!(std::fabs(out - want) <= tol)) {
-        if (bad < 5) ADD_FAILURE() << "out[" << t << "][" << j << "] = " << out << ", want " << want << " (tol " << tol << ")";
+        if (bad < 5)
+          ADD_FAILURE() << "out[" << t << "][" << j << "] = " << out << ", want " << want << " (tol " << tol << ")";
         ++bad;
       }
     }
@@ -137,7 +138,8 @@ void check_gemm(int64_t m, int64_t n, int64_t k, int tile, DType dtype, std::mt1
       const double tol = 1e-3 * magnitude + test::dtype_ulp(dtype) * std::fabs(want);
       const float out = got[t * n + j];
       if (!(std::fabs(out - want) <= tol)) {
-        if (bad < 5) ADD_FAILURE() << "out[" << t << "][" << j << "] = " << out << ", want " << want << " (tol " << tol << ")";
+        if (bad < 5)
+          ADD_FAILURE() << "out[" << t << "][" << j << "] = " << out << ", want " << want << " (tol " << tol << ")";
         ++bad;
       }
     }
@@ -221,8 +223,9 @@ TEST(CudaGemmSm90, RejectsWhatItCannotRun) {
   EXPECT_NE(message(100, 64, DType::BF16).find("output features 100"), std::string::npos);
   EXPECT_NE(message(128, 100, DType::BF16).find("k=100"), std::string::npos);
   EXPECT_NE(message(128, 64, DType::F32).find("dtype"), std::string::npos);
-  EXPECT_NE(gemm_swiglu_sm90(nullptr, buf.get(), buf.get(), DType::BF16, 4, 128, 64, nullptr).message().find("gemm_swiglu_sm90"),
-            std::string::npos);
+  EXPECT_NE(
+      gemm_swiglu_sm90(nullptr, buf.get(), buf.get(), DType::BF16, 4, 128, 64, nullptr).message().find("gemm_swiglu"),
+      std::string::npos);
   EXPECT_NE(gemm_sm90(buf.get(), buf.get(), buf.get(), DType::BF16, 4, 384, 64, 256, nullptr).message().find(
                 "output features 384"),
             std::string::npos);
@@ -277,7 +280,8 @@ TEST(CudaGemmSm90, DISABLED_Lab) {
       const auto sm90 = [&](int tile) {
         return time_us([&] {
           if (p.swiglu)
-            EXPECT_TRUE(gemm_swiglu_sm90(d_x.get(), d_w.get(), d_out.get(), DType::BF16, m, p.n / 2, p.k, nullptr).ok());
+            EXPECT_TRUE(
+                gemm_swiglu_sm90(d_x.get(), d_w.get(), d_out.get(), DType::BF16, m, p.n / 2, p.k, nullptr).ok());
           else
             EXPECT_TRUE(gemm_sm90(d_x.get(), d_w.get(), d_out.get(), DType::BF16, m, p.n, p.k, tile, nullptr).ok());
         });

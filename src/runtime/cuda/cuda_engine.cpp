@@ -435,7 +435,8 @@ void CudaEngineImpl::run_layers(const Step& step) {
   int sm90_tile = 256;
   if (prefill_sm90_) {
     const std::vector<PrefillBucket>& chunks = kernel_plan_.prefill.buckets;
-    const auto bucket = std::find_if(chunks.begin(), chunks.end(), [&](const PrefillBucket& b) { return b.tokens >= n; });
+    const auto bucket =
+        std::find_if(chunks.begin(), chunks.end(), [&](const PrefillBucket& b) { return b.tokens >= n; });
     sm90_tile = (bucket == chunks.end() ? chunks.back() : *bucket).gemm == "sm90_w128" ? 128 : 256;
   }
   const auto project = [&](const GemmShape& shape, const void* in, const void* weight, void* out) {
