@@ -432,12 +432,11 @@ void CudaEngineImpl::run_layers(const Step& step) {
   // (CudaGemmSm90.TileWidthsGiveTheSameBits), so the width follows the step's token count as the
   // plan's chunk buckets say: 128 features per CTA fill the GPU at short prompts, 256 reuse each
   // activation tile twice as much at long ones.
+  // (A step of more tokens than the largest chunk, decode rows of a big batch, takes the largest's.)
   int sm90_tile = 256;
   if (prefill_sm90_) {
-    const std::vector<PrefillBucket>& chunks = kernel_plan_.prefill.buckets;
-    const auto bucket =
-        std::find_if(chunks.begin(), chunks.end(), [&](const PrefillBucket& b) { return b.tokens >= n; });
-    sm90_tile = (bucket == chunks.end() ? chunks.back() : *bucket).gemm == "sm90_w128" ? 128 : 256;
+    const int chunk = static_cast<int>(std::clamp<int64_t>(n, 1, kernel_plan_.prefill.buckets.back().tokens));
+    sm90_tile = kernel_plan_.prefill_bucket(chunk).gemm == "sm90_w128" ? 128 : 256;
   }
   const auto project = [&](const GemmShape& shape, const void* in, const void* weight, void* out) {
     return prefill_sm90_ ? gemm_sm90(in, weight, out, dtype_, n, shape.n, shape.k, sm90_tile, stream_)
