@@ -53,16 +53,15 @@ ChoiceOrigin rule_origin(const PlanRule& rule) { return {"rule", std::string(rul
 
 bool is_sm90_prefill_gemm(std::string_view path) { return path.starts_with("sm90_"); }
 
-// Why the model's prefill projections do not all fit the sm_90a GEMMs ("" when they do).
+// Why the model's prefill projections do not all fit the sm_90a GEMMs ("" when they do): the first
+// that does not, with its [rows][cols] (gate_up's rows are gate and up together).
 std::string sm90_prefill_misfit(const PlanModel& m) {
-  const int64_t q_dim = static_cast<int64_t>(m.num_heads) * m.head_dim;
-  const int64_t qkv = q_dim + 2 * static_cast<int64_t>(m.num_kv_heads) * m.head_dim;
-  if (!gemm_sm90_shape_ok(qkv, m.hidden_size, 256)) return str_cat("qkv [", qkv, "][", m.hidden_size, "]");
-  if (!gemm_sm90_shape_ok(m.hidden_size, q_dim, 256)) return str_cat("o [", m.hidden_size, "][", q_dim, "]");
-  if (!gemm_sm90_shape_ok(m.hidden_size, m.intermediate_size, 256))
-    return str_cat("down [", m.hidden_size, "][", m.intermediate_size, "]");
-  if (!gemm_swiglu_sm90_shape_ok(m.intermediate_size, m.hidden_size))
-    return str_cat("gate/up [2 x ", m.intermediate_size, "][", m.hidden_size, "]");
+  for (PlanOp op : {PlanOp::Qkv, PlanOp::O, PlanOp::Down, PlanOp::GateUp}) {
+    const auto [rows, cols] = decode_gemm_shape(op, m);
+    const bool fits =
+        op == PlanOp::GateUp ? gemm_swiglu_sm90_shape_ok(rows / 2, cols) : gemm_sm90_shape_ok(rows, cols, 256);
+    if (!fits) return str_cat(plan_op_name(op), " [", rows, "][", cols, "]");
+  }
   return "";
 }
 
