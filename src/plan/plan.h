@@ -94,7 +94,8 @@ enum class PlanOp : uint8_t {
   GateUp,
   Down,
   LmHead,
-  DecodeAttention,   // decode attention kernel: "mma" (head_dim 64, 128), "mma_c8" (the same in clusters of 8, sm_90) or "generic"
+  DecodeAttention,   // decode attention kernel: "mma" (head_dim 64, 128), "mma_c8" (the same in clusters of 8,
+                     // sm_90), "mma_c8_s<N>" (clusters of 8, each cluster's work in one CTA from batch N) or "generic"
   DecodeSplit,       // decode attention split size in tokens
   PrefillAttention,  // prefill attention kernel: "mma_r32_k64", "mma_r32_k32" or "generic"
   PrefillGemm,       // GEMM path of a prefill chunk bucket: "sm90_w128", "sm90_w256" or "cublaslt"
@@ -163,6 +164,9 @@ bool skinny_variant_needs_sm90(std::string_view variant);
 // CTAs per thread-block cluster of a decode attention kernel: 8 for mma_c8, 1 (no clusters) for the
 // others. More than one needs compute capability 9.0.
 int decode_attention_cluster_ranks(std::string_view kernel);
+// The batch from which a decode attention kernel computes each cluster's work in one CTA ("stacked",
+// the same bits: kernels/cuda/attention_decode_stacked.cu): N for mma_c8_s<N>, 0 (never) otherwise.
+int decode_attention_stacked_from(std::string_view kernel);
 
 // Bytes of decode_attention's workspace (kernels/cuda/attention.h) and cuBLASLt's workspace
 // (GemmPlan::kWorkspaceBytes), computed the same way here for CPU builds; checked against the

@@ -121,7 +121,7 @@ constexpr std::string_view kSkinnyGemmVariants[] = {
     "rt2_w4_cta", "rt1_w8_cta", "rt2_w8_cta", "rt4_w4_cta", "rt1_w4_k2_cta", "rt2_w4_k2_cta", "rt1_w8_k2_cta",
     "rt2_w8_k2_cta", "rt4_w4_k2_cta", "rt1_w4_k4_cta", "rt2_w4_k4_cta", "rt1_w8_k4_cta", "rt2_w8_k4_cta",
     "rt4_w4_k4_cta", "rt1_w4_k8_cta", "rt2_w4_k8_cta", "rt1_w8_k8_cta", "rt2_w8_k8_cta", "rt4_w4_k8_cta"};
-constexpr std::string_view kDecodeAttentionKernels[] = {"mma", "mma_c8", "generic"};
+constexpr std::string_view kDecodeAttentionKernels[] = {"mma", "mma_c8", "mma_c8_s4", "mma_c8_s8", "mma_c8_s16", "generic"};
 constexpr std::string_view kPrefillAttentionKernels[] = {"mma_r32_k64", "mma_r32_k32", "generic"};
 constexpr std::string_view kPrefillGemmPaths[] = {"cublaslt", "sm90_w128", "sm90_w256"};
 
@@ -173,7 +173,14 @@ bool skinny_variant_needs_sm90(std::string_view variant) {
   return variant.find("_k") != std::string_view::npos || variant.ends_with("_cta");
 }
 
-int decode_attention_cluster_ranks(std::string_view kernel) { return kernel == "mma_c8" ? 8 : 1; }
+int decode_attention_cluster_ranks(std::string_view kernel) { return kernel.starts_with("mma_c8") ? 8 : 1; }
+
+int decode_attention_stacked_from(std::string_view kernel) {
+  if (!kernel.starts_with("mma_c8_s")) return 0;
+  int batch = 0;
+  for (char c : kernel.substr(8)) batch = batch * 10 + (c - '0');
+  return batch;
+}
 
 const PlanRule& find_plan_rule(PlanOp op, DType dtype, double shape, const GpuIdentity& gpu) {
   const double memory_gib = static_cast<double>(gpu.memory_bytes) / double(uint64_t{1} << 30);

@@ -71,8 +71,18 @@ using attention_detail::PrefillVariant;
 
 // Every instantiated variant is checked on the same inputs; the public launchers pick one.
 const std::vector<PrefillVariant> kPrefillVariants{{16, 64}, {32, 64}, {32, 32}};
-// Stage counts, and grids of 1, 3 and 7 CTAs that each take many splits (one wave by default): same bits.
-const std::vector<DecodeVariant> kDecodeVariants{{2}, {3}, {4}, {2, 1}, {4, 3}, {3, 7}};
+// Stage counts, and grids of 1, 3 and 7 CTAs that each take many splits (one wave by default); then
+// the clusters' cut computed by one CTA per item (stacked; with one rank per split the same kernel
+// as the others): same bits.
+const std::vector<DecodeVariant> kDecodeVariants{{2},          {3},          {4},          {2, 1},
+                                                 {4, 3},       {3, 7},       {2, 0, true}, {3, 0, true},
+                                                 {2, 5, true}, {2, 1, true}};
+
+// Whether the test runs `variant` for this shape: a stacked one only where its shared memory fits.
+bool runs(const DecodeVariant& variant, const AttentionShape& shape, const DecodeAttentionPlan& plan, int block_size) {
+  return !variant.stacked || plan.cluster_ranks == 1 ||
+         attention_detail::decode_stacked_fits(variant, shape, plan, block_size);
+}
 
 // CTAs per split: one, and where the GPU has clusters 2 and 8 (the bits depend on it; every one is
 // checked against the reference, and the variants above against each other at each).
@@ -253,12 +263,16 @@ void check_decode(DType dtype, int head_dim, int n_kv_heads, int group, int bloc
   const size_t row = static_cast<size_t>(n_heads) * head_dim;
   const std::vector<uint16_t> q = random_bits(dtype, lens.size() * row, 3.0f, rng);
   std::vector<std::vector<uint16_t>> outs;
+  std::vector<DecodeVariant> ran;
   for (const DecodeVariant& variant : kDecodeVariants) {
+    if (!runs(variant, shape, plan, block_size)) continue;
+    ran.push_back(variant);
     outs.push_back(run_decode(dtype, shape, block_size, plan, ptrs, q, rng, &variant));
     ASSERT_EQ(outs.back().size(), q.size());
     // Every variant adds the same numbers in the same order: the bits may not change.
     EXPECT_TRUE(outs.back() == outs.front())
-        << "stages " << variant.stages << ", ctas " << variant.ctas << " differ bitwise from stages "
+        << "stages " << variant.stages << ", ctas " << variant.ctas << (variant.stacked ? ", stacked" : "")
+        << " differ bitwise from stages "
         << kDecodeVariants.front().stages << " (batch " << lens.size() << ", split " << split_tokens << ", ranks "
         << ranks << ")";
   }
@@ -271,8 +285,8 @@ void check_decode(DType dtype, int head_dim, int n_kv_heads, int group, int bloc
                    "batch " + std::to_string(lens.size()) + ", sequence " + std::to_string(b) +
                        " (kv_len=" + std::to_string(lens[b]) + ", block_size=" + std::to_string(block_size) +
                        ", split_tokens=" + std::to_string(split_tokens) + ", ranks=" + std::to_string(ranks) +
-                       ", stages=" + std::to_string(kDecodeVariants[v].stages) +
-                       ", ctas=" + std::to_string(kDecodeVariants[v].ctas) + ")");
+                       ", stages=" + std::to_string(ran[v].stages) + ", ctas=" + std::to_string(ran[v].ctas) +
+                       (ran[v].stacked ? ", stacked)" : ")"));
     }
   }
 }
@@ -296,9 +310,11 @@ TEST(AttentionDecode, EmptyAndInconsistentLengths) {
   for (const DecodeVariant& variant : kDecodeVariants) {
     DecodeAttentionPlan plan{32, 3};
     plan.cluster_ranks = ranks;
+    if (!runs(variant, shape, plan, 16)) continue;
     const std::vector<uint16_t> out = run_decode(dtype, shape, 16, plan, ptrs, q, rng, &variant, &lens);
     ASSERT_EQ(out.size(), q.size());
     const std::string what = "stages " + std::to_string(variant.stages) + ", ctas " + std::to_string(variant.ctas) +
+                             (variant.stacked ? ", stacked" : "") +
                              ", ranks " + std::to_string(ranks);
     for (size_t i = row; i < 2 * row; ++i) ASSERT_EQ(from_bits(dtype, out[i]), 0.0f) << what << ", kv_len 0";
     for (size_t i = 3 * row; i < 4 * row; ++i) ASSERT_TRUE(std::isnan(from_bits(dtype, out[i]))) << what << ", kv_len 97";
@@ -309,6 +325,41 @@ TEST(AttentionDecode, EmptyAndInconsistentLengths) {
                    what + ", kv_len " + std::to_string(lens[b]));
     }
   }
+}
+
+// The stacked kernel's shared memory follows the shape: where it does not fit, the launch is refused
+// with the sizes, and the public launcher runs the clusters instead.
+TEST(AttentionDecode, StackedRefusesWhatDoesNotFitAndTheLauncherFallsBack) {
+  REQUIRE_CUDA_DEVICE();
+  if (!clusters_supported()) GTEST_SKIP() << "thread-block clusters need sm_90 code on an sm_90+ GPU";
+  const DType dtype = DType::BF16;
+  std::mt19937 rng(8);
+  const int n_kv_heads = 2, group = 16, head_dim = 128, n_heads = n_kv_heads * group;
+  const AttentionShape shape{n_heads, n_kv_heads, head_dim, 1.0f / std::sqrt(static_cast<float>(head_dim))};
+  std::vector<SeqKv> seqs;
+  for (int len : {300, 40}) seqs.push_back(random_seq_kv(dtype, len, n_kv_heads, head_dim, rng));
+  const std::vector<const SeqKv*> ptrs{&seqs[0], &seqs[1]};
+  const size_t row = static_cast<size_t>(n_heads) * head_dim;
+  const std::vector<uint16_t> q = random_bits(dtype, 2 * row, 3.0f, rng);
+  DecodeAttentionPlan plan{256, 2};
+  plan.cluster_ranks = 8;
+  const DecodeVariant four_stages{4, 0, true};
+  ASSERT_FALSE(attention_detail::decode_stacked_fits(four_stages, shape, plan, 16));
+  PagedCache cache;
+  build_paged_cache(cache, ptrs, PagedKvLayout{16, n_kv_heads, head_dim}, rng);
+  DeviceBuffer<uint16_t> q_dev(q), out_dev(q.size());
+  DeviceBuffer<uint8_t> workspace(decode_attention_workspace_bytes(shape, plan, 2));
+  ASSERT_TRUE(decode_attention_init_workspace(workspace.get(), shape, plan, 2, nullptr).ok());
+  const std::string m = attention_detail::decode_attention_variant(four_stages, q_dev.get(), out_dev.get(), dtype,
+                                                                   shape, cache.view(), cache.kv_lens.get(), 2, plan,
+                                                                   workspace.get(), nullptr)
+                            .message();
+  EXPECT_NE(m.find("the stacked kernel needs"), std::string::npos) << m;
+  EXPECT_NE(m.find("use clusters"), std::string::npos) << m;
+  // The public launcher with stacked launches asked for from batch 1: the clusters' bits either way.
+  DecodeAttentionPlan from_one = plan;
+  from_one.stacked_from_batch = 1;
+  EXPECT_EQ(run_decode(dtype, shape, 16, from_one, ptrs, q, rng), run_decode(dtype, shape, 16, plan, ptrs, q, rng));
 }
 
 // Ragged lengths in [1, 2000], with the split edges (1, 255, 256, 257, 2000) always present.
@@ -367,10 +418,14 @@ TEST(AttentionDecode, OutputIsBitwiseIndependentOfBatch) {
     const std::vector<uint16_t> q = random_bits(dtype, lens.size() * row, 3.0f, rng);
     const std::vector<uint16_t> q_target(q.begin() + target * row, q.begin() + (target + 1) * row);
 
-    for (int ranks : decode_cluster_ranks()) {
+    // With clusters, a batch of at least `stacked_from` sequences runs the stacked kernel: the
+    // batch of 40 then, and the sequence alone the clusters.
+    for (int ranks : decode_cluster_ranks())
+    for (int stacked_from : {0, 2}) {
       auto plan = [&](int max_splits) {
         DecodeAttentionPlan p{256, max_splits};
         p.cluster_ranks = ranks;
+        p.stacked_from_batch = stacked_from;
         return p;
       };
       const std::vector<uint16_t> batched = run_decode(dtype, shape, 16, plan(8), ptrs, q, rng);
@@ -379,7 +434,8 @@ TEST(AttentionDecode, OutputIsBitwiseIndependentOfBatch) {
       ASSERT_EQ(batched.size(), q.size());
       ASSERT_EQ(alone.size(), row);
       ASSERT_EQ(again.size(), row);
-      const std::string what = std::string(dtype_name(dtype)) + ", ranks " + std::to_string(ranks);
+      const std::string what = std::string(dtype_name(dtype)) + ", ranks " + std::to_string(ranks) +
+                               ", stacked from batch " + std::to_string(stacked_from);
       const std::vector<uint16_t> in_batch(batched.begin() + target * row, batched.begin() + (target + 1) * row);
       EXPECT_EQ(alone, in_batch) << what << ": decode output depends on the batch";
       EXPECT_EQ(alone, again) << what << ": decode output depends on max_splits_per_seq";
@@ -835,6 +891,47 @@ TEST(AttentionBench, DISABLED_DecodeClusters) {
           std::printf("[bench] %-12s %6d %6d %6d %6d %6d %10.1f %10.0f\n", sh.name, batch, len, config.ranks,
                       config.min_rank_keys, attention_detail::decode_wave_units(variant, sh.head_dim, config.ranks),
                       ms * 1e3, kv_bytes / ms / 1e6);
+        }
+      }
+    }
+  }
+}
+
+// The clusters' cut computed by one CTA per item (stacked) against the clusters themselves and one
+// CTA per split, by batch and length: us per launch (isolated launches, ~5 us of launch in each).
+TEST(AttentionBench, DISABLED_DecodeStacked) {
+  REQUIRE_CUDA_DEVICE();
+  if (!clusters_supported()) GTEST_SKIP() << "thread-block clusters need sm_90 code on an sm_90+ GPU";
+  struct Shape {
+    const char* name;
+    int n_heads, n_kv_heads, head_dim;
+  };
+  struct Config {
+    const char* name;
+    int ranks, stages;
+    bool stacked;
+  };
+  const Shape shapes[] = {{"llama3-8b", 32, 8, 128}, {"llama3.2-1b", 32, 8, 64}};
+  const Config configs[] = {{"one-cta", 1, 3, false},  {"clusters", 8, 3, false}, {"stacked2", 8, 2, true},
+                            {"stacked3", 8, 3, true}, {"stacked4", 8, 4, true}};
+  std::printf("[bench] %-12s %6s %6s %-10s %10s %10s\n", "shape", "batch", "len", "kernel", "time(us)", "GB/s");
+  for (const Shape& sh : shapes) {
+    for (int batch : {1, 2, 4, 8, 16, 64}) {
+      for (int len : {520, 2048, 8192}) {
+        if (static_cast<int64_t>(batch) * len > 16 * 8192) continue;
+        DecodeBenchInputs in;
+        make_decode_bench_inputs(in, sh.n_heads, sh.n_kv_heads, sh.head_dim, batch, len);
+        for (const Config& config : configs) {
+          DecodeAttentionPlan plan{256, (8192 + 255) / 256};
+          plan.cluster_ranks = config.ranks;
+          DecodeVariant variant{config.stages};
+          variant.stacked = config.stacked;
+          if (config.stacked && !attention_detail::decode_stacked_fits(variant, in.shape, plan, 16)) continue;
+          double ms = 0;
+          ASSERT_NO_FATAL_FAILURE(time_decode(in, batch, plan, variant, ms));
+          const double kv_bytes = 2.0 * batch * len * sh.n_kv_heads * sh.head_dim * 2;
+          std::printf("[bench] %-12s %6d %6d %-10s %10.1f %10.0f\n", sh.name, batch, len, config.name, ms * 1e3,
+                      kv_bytes / ms / 1e6);
         }
       }
     }

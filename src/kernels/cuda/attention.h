@@ -59,6 +59,10 @@ struct DecodeAttentionPlan {
   // With clusters: a sequence takes as many ranks as give each at least this many keys (a power
   // of two, at most cluster_ranks). The bits depend on it too.
   int min_rank_keys = kMinRankKeys;
+  // With clusters: launches of at least this many sequences compute each cluster's keys in one CTA,
+  // rank after rank, where its shared memory fits (the same bits; more bytes in flight per SM when
+  // the batch alone fills the GPU). 0 = never.
+  int stacked_from_batch = 0;
   // Launch with programmatic dependent launch (sm_90+; see pdl.cuh): the kernel waits for its
   // predecessor's results first and lets its successor start at once. Same results either way.
   bool pdl = false;

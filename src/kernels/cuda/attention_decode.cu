@@ -30,6 +30,7 @@
 #include <atomic>
 
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/attention_generic.cuh"
 #include "kernels/cuda/attention_variants.h"
 #include "kernels/cuda/cluster.cuh"
@@ -40,15 +41,6 @@
 
 namespace fuselm {
 namespace attention_detail {
-
-// The workspace: a header of two counters (the next work item to claim, the CTAs done), then one
-// record per sequence, at a place that does not depend on the batch of a launch (so counters a
-// launch leaves at zero stay where any later launch looks for them): [merge counter per head
-// group][log2-sum-exp per (head, split)][partial output per (head, split)].
-struct DecodeWorkspaceLayout {
-  static constexpr int64_t kHeaderBytes = 16;
-  int64_t lse_offset = 0, out_offset = 0, record_bytes = 0;  // within a record
-};
 
 DecodeWorkspaceLayout decode_workspace_layout(const AttentionShape& shape, const DecodeAttentionPlan& plan) {
   const auto align16 = [](int64_t bytes) { return (bytes + 15) / 16 * 16; };
@@ -62,28 +54,6 @@ DecodeWorkspaceLayout decode_workspace_layout(const AttentionShape& shape, const
 }
 
 namespace {
-
-constexpr int kMaxClusterRanks = 8;  // the portable cluster size
-
-template <int HEAD_DIM, int STAGES>
-struct DecodeConfig {
-  static constexpr int kWarps = 4;
-  static constexpr int kThreads = kWarps * 32;
-  static constexpr int kRows = 16;  // query heads per CTA (one mma row tile)
-  static constexpr int kKeys = 64;  // keys per K/V stage, 16 per warp
-  static constexpr int kQTileBytes = kRows * HEAD_DIM * 2;
-  static constexpr int kKvTileBytes = kKeys * HEAD_DIM * 2;
-  // After the key loop the K/V stages are reused to merge the warps' fp32 states; rows are padded
-  // by 4 floats so that the quads of a warp land on different banks.
-  static constexpr int kMergeStride = HEAD_DIM + 4;
-  static constexpr int kMergeBytes = (kWarps * kRows * kMergeStride + kWarps * kRows * 2) * 4;
-  // A cluster's ranks read each other's merged state (o unnormalised, then max and sum per row),
-  // placed after the merge area.
-  static constexpr int kRankStateBytes = (kRows * HEAD_DIM + kRows * 2) * 4;
-  static constexpr int kSmemBytes = kQTileBytes + 2 * STAGES * kKvTileBytes;
-  static_assert(kMergeBytes + kRankStateBytes <= 2 * STAGES * kKvTileBytes,
-                "the merge area and the rank state must fit in the K/V stages");
-};
 
 template <class T, int HEAD_DIM, int STAGES>
 __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
@@ -131,29 +101,9 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   uint8_t* records = workspace + DecodeWorkspaceLayout::kHeaderBytes;
   __shared__ int64_t claimed;  // in rank 0: the cluster's next item
   __shared__ int32_t split_blocks[kDecodeMaxSplitBlocks];
-  // The items' sequences, found 32 at a time: each warp's lanes load one length each and sum the
-  // items by shuffles, redundantly in every warp, with no barrier (walking the lengths one sequence
-  // at a time was a round trip per sequence before a CTA's first item: at batch 64 most of the
-  // kernel's time).
-  int lane_len = 0, lane_items_end = 0;  // the window's sequence first_seq + lane: length, items up to it
-  const auto fill_window = [&](int first_seq) {
-    const int seq = first_seq + lane;
-    lane_len = seq < batch ? kv_lens[seq] : 0;
-    int items = seq < batch ? decode_seq_items(lane_len, capacity, n_groups, rule) : 0;
-    #pragma unroll
-    for (int offset = 1; offset < 32; offset *= 2) {
-      const int below = __shfl_up_sync(0xffffffffu, items, offset);
-      if (lane >= offset) items += below;
-    }
-    lane_items_end = items;
-    return __shfl_sync(0xffffffffu, items, 31);
-  };
-  const auto locate_in_window = [&](int64_t rel, int& i, int& before, int& len) {
-    i = __ffs(__ballot_sync(0xffffffffu, lane_items_end > rel)) - 1;
-    const int previous_end = __shfl_sync(0xffffffffu, lane_items_end, i > 0 ? i - 1 : 0);
-    before = i > 0 ? previous_end : 0;
-    len = __shfl_sync(0xffffffffu, lane_len, i);
-  };
+  WarpSeqWindow seqs{kv_lens, batch, capacity, n_groups, rule, lane};
+  const auto fill_window = [&](int first_seq) { return seqs.fill(first_seq); };
+  const auto locate_in_window = [&](int64_t rel, int& i, int& before, int& len) { seqs.locate(rel, i, before, len); };
   DecodeItemWindow<32> window;
   window.start(batch, fill_window);
   DecodeItemCursor cursor;
@@ -455,72 +405,13 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     if (tid == 0) trace_mark(trace, 2);  // the split's partial is written and counted
     if (!merges) continue;
 
-    // out = sum_s 2^lse_s * partial_s / sum_s 2^lse_s over the splits, in split order.
-    for (int idx = tid; idx < n_rows * kQuads; idx += Cfg::kThreads) {
-      const int row = idx / kQuads;
-      const int d = (idx % kQuads) * 4;
-      const float* lse = lse_all + static_cast<int64_t>(head0 + row) * rule.max_splits;
-      const float* part = out_all + static_cast<int64_t>(head0 + row) * rule.max_splits * HEAD_DIM + d;
-      // In chunks of kChunk splits whose loads are issued together (a loop with a use after each
-      // load waits a round trip per split); the max and the sums still run in split order.
-      constexpr int kChunk = 4;
-      float max_lse = -INFINITY;
-      for (int s0 = 0; s0 < n_splits; s0 += kChunk) {
-        float l[kChunk];
-        #pragma unroll
-        for (int j = 0; j < kChunk; ++j) l[j] = s0 + j < n_splits ? __ldcg(lse + s0 + j) : -INFINITY;
-        #pragma unroll
-        for (int j = 0; j < kChunk; ++j) max_lse = fmaxf(max_lse, l[j]);
-      }
-      float sum = 0.0f;
-      float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      for (int s0 = 0; s0 < n_splits; s0 += kChunk) {
-        float l[kChunk];
-        float4 o[kChunk];
-        #pragma unroll
-        for (int j = 0; j < kChunk; ++j) {
-          const bool valid = s0 + j < n_splits;
-          l[j] = valid ? __ldcg(lse + s0 + j) : 0.0f;
-          o[j] = valid ? __ldcg(reinterpret_cast<const float4*>(part + static_cast<int64_t>(s0 + j) * HEAD_DIM))
-                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-        #pragma unroll
-        for (int j = 0; j < kChunk; ++j) {
-          if (s0 + j >= n_splits) break;
-          const float weight = exp2f(l[j] - max_lse);
-          sum += weight;
-          acc.x += o[j].x * weight;
-          acc.y += o[j].y * weight;
-          acc.z += o[j].z * weight;
-          acc.w += o[j].w * weight;
-        }
-      }
-      write_output(row, d, acc, 1.0f / sum);
-    }
+    merge_split_partials<T, HEAD_DIM, Cfg::kThreads>(lse_all + static_cast<int64_t>(head0) * rule.max_splits,
+                                                     out_all + static_cast<int64_t>(head0) * rule.max_splits * HEAD_DIM,
+                                                     rule.max_splits, n_splits, n_rows, group_out, tid);
   }  // items
 
-  // Sequences without items: nothing to attend to gives zeros, a sequence longer than the plan
-  // allows NaN. Written after the wait (an earlier kernel may still read `out`).
-  for (int seq = blockIdx.x; seq < batch; seq += gridDim.x) {
-    const int kv_len = kv_lens[seq];
-    if (decode_splits(kv_len, capacity, rule) > 0) continue;
-    if (!waited) {
-      wait_for_previous_grid();
-      waited = true;
-      if (tid == 0) trace_released(trace);
-    }
-    const uint16_t fill = Mma<T>::pack(kv_len <= 0 ? 0.0f : NAN, 0.0f) & 0xffffu;
-    uint16_t* seq_out = out + static_cast<int64_t>(seq) * n_heads * HEAD_DIM;
-    for (int i = tid; i < n_heads * HEAD_DIM; i += Cfg::kThreads) seq_out[i] = fill;
-  }
-
-  // The last CTA to finish (every claim is made by then) leaves the header at zero for the next launch.
-  __syncthreads();
-  if (tid == 0) trace_end(trace);
-  if (tid == 0 && atomicAdd(ctas_done, 1) == static_cast<int>(gridDim.x) - 1) {
-    atomicExch(next_unclaimed, 0);
-    atomicExch(ctas_done, 0);
-  }
+  finish_decode_launch<T, HEAD_DIM, Cfg::kThreads>(kv_lens, batch, capacity, rule, n_heads, out, waited, next_unclaimed,
+                                                  ctas_done, trace, tid);
 }
 
 // One wave of the split kernel: the CTAs (clusters of `ranks`) that fit on the GPU at once, queried
@@ -558,16 +449,6 @@ int decode_wave(int ranks) {
   }
   wave_units[ranks].store(wave, std::memory_order_relaxed);
   return wave;
-}
-
-template <class F>
-Status dispatch_stages(int stages, F&& f) {
-  switch (stages) {
-    case 2: return f(IntConst<2>{});
-    case 3: return f(IntConst<3>{});
-    case 4: return f(IntConst<4>{});
-    default: return Status::error(str_cat("decode_attention: unsupported stages=", stages, " (supported: 2, 3, 4)"));
-  }
 }
 
 }  // namespace
@@ -625,6 +506,8 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
     return Status::error(
         "decode_attention: workspace must be set and 16-byte aligned "
         "(size it with decode_attention_workspace_bytes)");
+  if (variant.stacked && ranks > 1)
+    return decode_attention_stacked(variant, q, out, dtype, shape, kv, kv_lens, batch, plan, workspace, stream);
   const int group = shape.n_heads / shape.n_kv_heads;
   const int head_tiles = (group + 15) / 16;
   const float scale_log2 = shape.scale * 1.4426950408889634f;
@@ -695,8 +578,14 @@ Status decode_attention(const void* q, void* out, DType dtype, const AttentionSh
                         const int32_t* kv_lens, int batch, const DecodeAttentionPlan& plan, void* workspace,
                         cudaStream_t stream) {
   // 0 (a failed query) chooses two stages, which every GPU can hold.
-  const attention_detail::DecodeVariant variant =
+  attention_detail::DecodeVariant variant =
       attention_detail::choose_decode_variant(shape.head_dim, device_limits().max_smem_per_block);
+  if (plan.cluster_ranks > 1 && plan.stacked_from_batch > 0 && batch >= plan.stacked_from_batch) {
+    attention_detail::DecodeVariant stacked = variant;
+    stacked.stacked = true;
+    stacked.stages = attention_detail::kStackedStages;
+    if (attention_detail::decode_stacked_fits(stacked, shape, plan, kv.layout.block_size)) variant = stacked;
+  }
   return attention_detail::decode_attention_variant(variant, q, out, dtype, shape, kv, kv_lens, batch, plan, workspace,
                                                     stream);
 }

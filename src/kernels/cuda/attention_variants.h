@@ -25,6 +25,9 @@ struct DecodeVariant {
   // CTAs of the launch; each takes work items (one split of one head group of one sequence)
   // x, x + ctas, ... 0 = one wave, as many as fit on the GPU at once. Same bits for any count.
   int ctas = 0;
+  // With clusters (DecodeAttentionPlan::cluster_ranks > 1): each cluster's item computed by one CTA,
+  // its ranks one after another (attention_decode_stacked.cu). The same bits as the clusters.
+  bool stacked = false;
 };
 
 // The variants prefill_attention / decode_attention run (measurements: docs/kernels/attention.md).
@@ -45,6 +48,11 @@ Status prefill_attention_variant(const PrefillVariant& variant, const void* q, v
 // on this GPU: the grid when variant.ctas is 0, unless the step has fewer items. 0 for a head_dim
 // without a tensor-core kernel.
 int decode_wave_units(const DecodeVariant& variant, int head_dim, int cluster_ranks);
+
+// Whether the stacked kernel (variant.stacked, with plan.cluster_ranks > 1) has the shared memory it
+// needs on this GPU for `shape`, `plan` and KV blocks of `block_size` tokens.
+bool decode_stacked_fits(const DecodeVariant& variant, const AttentionShape& shape, const DecodeAttentionPlan& plan,
+                         int block_size);
 
 Status decode_attention_variant(const DecodeVariant& variant, const void* q, void* out, DType dtype,
                                 const AttentionShape& shape, const PagedKvView& kv, const int32_t* kv_lens, int batch,

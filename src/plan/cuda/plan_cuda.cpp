@@ -48,6 +48,7 @@ DecodeAttentionPlan plan_decode_attention(const Plan& plan, int max_seq_len) {
                " must be positive");
   DecodeAttentionPlan p{split, (max_seq_len + split - 1) / split};
   p.cluster_ranks = decode_attention_cluster_ranks(plan.decode.attention.kernel);  // attention.h
+  p.stacked_from_batch = decode_attention_stacked_from(plan.decode.attention.kernel);
   return p;
 }
 
