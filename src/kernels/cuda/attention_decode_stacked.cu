@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kTeams * DecodeConfig<HEAD_DIM, STAGES>::kThre
   constexpr int kChunks = HEAD_DIM / 8;
   constexpr int kQuads = HEAD_DIM / 4;
   extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ int merges;
+  __shared__ int merges;  // bit g: this CTA merges head group g of the item's splits
   __shared__ int64_t claimed;
 
   allow_next_grid();
@@ -390,29 +390,36 @@ __global__ void __launch_bounds__(kTeams * DecodeConfig<HEAD_DIM, STAGES>::kThre
       }
     }
 
-    // The claim, and for a sequence of several splits (one head group per item then) the count of
-    // the split's partial, which every thread fenced; the last split's CTA merges the group.
+    // The claim, and for a sequence of several splits the count of each head group's partial, which
+    // every thread fenced; the CTA that counts a group's last split merges the group.
     if (tid == 0) claimed = units + static_cast<int64_t>(claim);
     if (n_splits > 1) __threadfence();
     __syncthreads();
     next_item = claimed;
     if (tid == 0) trace_mark(trace, 2);  // the item's outputs (or partials) are written
     if (n_splits == 1) continue;
-    const int head_tile = first_group % head_tiles;
-    const int head0 = first_group / head_tiles * group + head_tile * Cfg::kRows;
-    if (tid == 0) {
-      int* counter = reinterpret_cast<int*>(record) + first_group;
-      merges = atomicAdd(counter, 1) == n_splits - 1;
-      if (merges) atomicExch(counter, 0);  // ready for the next launch
+    if (tid == 0) merges = 0;
+    __syncthreads();
+    if (tid < item_groups) {
+      int* counter = reinterpret_cast<int*>(record) + first_group + tid;
+      if (atomicAdd(counter, 1) == n_splits - 1) {
+        atomicExch(counter, 0);  // ready for the next launch
+        atomicOr(&merges, 1 << tid);
+      }
       __threadfence();
     }
     __syncthreads();
-    if (!merges) continue;
-    merge_split_partials<T, HEAD_DIM, kThreads>(
-        lse_all + static_cast<int64_t>(head0) * rule.max_splits,
-        out_all + static_cast<int64_t>(head0) * rule.max_splits * HEAD_DIM, rule.max_splits, n_splits,
-        min(Cfg::kRows, group - head_tile * Cfg::kRows), out + (static_cast<int64_t>(seq) * n_heads + head0) * HEAD_DIM,
-        tid);
+    for (int g = 0; g < item_groups; ++g) {
+      if (!(merges >> g & 1)) continue;
+      const int group_index = first_group + g;
+      const int head_tile = group_index % head_tiles;
+      const int head0 = group_index / head_tiles * group + head_tile * Cfg::kRows;
+      merge_split_partials<T, HEAD_DIM, kThreads>(
+          lse_all + static_cast<int64_t>(head0) * rule.max_splits,
+          out_all + static_cast<int64_t>(head0) * rule.max_splits * HEAD_DIM, rule.max_splits, n_splits,
+          min(Cfg::kRows, group - head_tile * Cfg::kRows),
+          out + (static_cast<int64_t>(seq) * n_heads + head0) * HEAD_DIM, tid);
+    }
   }  // items
 
   finish_decode_launch<T, HEAD_DIM, kThreads>(kv_lens, batch, capacity, rule, n_heads, out, waited, next_unclaimed,
