@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,6 +21,9 @@ namespace {
 
 EngineOptions lab_options(int batch = 1) {
   EngineOptions o;
+  // The lab can run a plan file's kernels (FUSELM_TIMELINE_PLAN, made for the one shape of
+  // FUSELM_TIMELINE_SHAPE) instead of the rule table's.
+  if (const char* plan = std::getenv("FUSELM_TIMELINE_PLAN")) o.plan_file = plan;
   o.device = DeviceKind::Cuda;
   o.dtype = DType::BF16;
   o.path = ExecutionPath::Fused;
@@ -119,7 +123,9 @@ TEST(DecodeTimeline, DISABLED_Lab) {
   std::printf("[bench] %-13s %5s %-9s", "shape", "batch", "kernel");
   for (const char* c : kColumnNames) std::printf(" %8s", c);
   std::printf(" %8s\n", "step_us");
+  const char* only = std::getenv("FUSELM_TIMELINE_SHAPE");
   for (const char* shape : {"llama-3.1-8b", "llama-3.2-1b"}) {
+    if (only != nullptr && std::string(only) != shape) continue;
     auto model = load_model(std::string("synthetic:") + shape + "?vocab=32000", load);
     for (int batch : {1, 16}) {
       const int layers = model->config.num_layers;
