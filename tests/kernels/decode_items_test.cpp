@@ -117,6 +117,17 @@ TEST(DecodeItems, SequenceShapeFollowsTheRules) {
         ASSERT_EQ(decode_seq_items(len, capacity, 8, rule), expected * ((8 + cluster / shape.ranks() - 1) /
                                                                          (cluster / shape.ranks())))
             << cluster << " " << split_tokens << " " << len;
+        // Items of two passes (one CTA computing the ranks in turn): the same cut, a head group
+        // per item, or two of a one-rank sequence.
+        DecodeSplitRule two_passes = rule;
+        two_passes.item_passes = 2;
+        const DecodeSeqShape same = decode_seq_shape(len, capacity, two_passes);
+        ASSERT_EQ(same.ranks(), shape.ranks());
+        ASSERT_EQ(same.rank_tokens, shape.rank_tokens);
+        ASSERT_EQ(same.n_splits, shape.n_splits);
+        const int per_item = std::max(1, 2 / shape.ranks());
+        ASSERT_EQ(decode_seq_items(len, capacity, 8, two_passes), expected * ((8 + per_item - 1) / per_item))
+            << cluster << " " << split_tokens << " " << len;
       }
     }
 }

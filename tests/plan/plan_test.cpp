@@ -82,7 +82,8 @@ TEST(PlanRules, Llama8BOnHopper) {
     EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).cols, 4096);
     EXPECT_EQ(p.decode_gemm(PlanOp::GateUp).rows, 28672);
     EXPECT_EQ(p.decode_gemm(PlanOp::Down).cols, 14336);
-    EXPECT_EQ(p.decode.attention.kernel, "mma_c8");  // head_dim 128 on Hopper: clusters of 8
+    // head_dim 128 on Hopper: clusters of 8, each cluster's work in one CTA from 16 sequences
+    EXPECT_EQ(p.decode.attention.kernel, "mma_c8_s16");
     EXPECT_EQ(p.decode.attention.split_tokens, 256);
     EXPECT_EQ(p.decode.attention.max_splits_per_seq, 32);  // 8192 / 256
     EXPECT_EQ(p.prefill.attention_kernel, "mma_r32_k32");
@@ -604,6 +605,13 @@ TEST_F(PlanFile, ClusterKernelsNeedHopper) {
   EXPECT_FALSE(skinny_variant_needs_sm90("rt2_w8"));
   EXPECT_EQ(decode_attention_cluster_ranks("mma"), 1);
   EXPECT_EQ(decode_attention_cluster_ranks("mma_c8"), 8);
+  EXPECT_EQ(decode_attention_cluster_ranks("mma_c8_s16"), 8);
+  EXPECT_EQ(decode_attention_stacked_from("mma_c8"), 0);
+  EXPECT_EQ(decode_attention_stacked_from("mma_c8_s4"), 4);
+  EXPECT_EQ(decode_attention_stacked_from("mma_c8_s16"), 16);
+  j = ampere;
+  j["decode"]["attention"]["kernel"] = "mma_c8_s16";
+  expect_load_error(j, {"decode.attention.kernel mma_c8_s16 runs in thread-block clusters", "sm_80"});
 }
 
 // Every leaf of a good plan replaced by values of every JSON type, and the file cut at many

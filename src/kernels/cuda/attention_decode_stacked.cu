@@ -58,11 +58,11 @@ StackedSmem stacked_smem(const AttentionShape& shape, const DecodeAttentionPlan&
   s.max_blocks = cluster * plan.split_tokens / block_size + 1;
   uint32_t at = align128(int64_t{kTeams} * 2 * STAGES * Cfg::kKvTileBytes);  // the teams' rings first
   s.q = at;
-  at += align128(int64_t{std::min(cluster, n_groups)} * Cfg::kQTileBytes);
+  at += align128(int64_t{std::min(kTeams, n_groups)} * Cfg::kQTileBytes);  // items of kTeams passes (below)
   s.warp_o = at;
   s.warp_bytes = align128(int64_t{Cfg::kWarps} * s.rows * (Cfg::kMergeStride + 2) * 4);
   at += kTeams * s.warp_bytes;
-  // An item's passes (head groups x ranks) number `cluster` (decode_items.h).
+  // An item's passes (head groups x ranks) number max(kTeams, ranks) <= `cluster` (decode_items.h).
   s.rank_o = at;
   at += align128(int64_t{cluster} * s.rows * (HEAD_DIM + 2) * 4);
   s.blocks = at;
@@ -490,7 +490,9 @@ Status decode_attention_stacked(const DecodeVariant& variant, const void* q, voi
                                        : plan.max_splits_per_seq;
       const int64_t most_items = static_cast<int64_t>(batch) * n_groups * splits_bound;
       const int64_t units = std::min<int64_t>(variant.ctas > 0 ? variant.ctas : wave, most_items);
-      const DecodeSplitRule rule{plan.split_tokens, ranks, plan.max_splits_per_seq, plan.min_rank_keys};
+      // The clusters' cut, with items of kTeams passes: a head group's ranks, or kTeams head groups of
+      // a one-rank sequence, so that short sequences spread over as many SMs as long ones.
+      const DecodeSplitRule rule{plan.split_tokens, ranks, plan.max_splits_per_seq, plan.min_rank_keys, kTeams};
       FUSELM_CUDA_RETURN(launch_kernel(
           kernel, dim3(static_cast<unsigned>(units)), dim3(kTeams * Cfg::kThreads), sm.bytes, stream, plan.pdl,
           static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k), static_cast<const uint16_t*>(kv.v),

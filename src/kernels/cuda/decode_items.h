@@ -41,6 +41,10 @@ struct DecodeSplitRule {
   int cluster = 1;       // CTAs per cluster: 1, or a power of two
   int max_splits = 0;    // split slots per sequence in the workspace
   int min_rank_keys = kMinRankKeys;
+  // CTA passes (rank stretches) an item holds: a cluster's worth (0 = `cluster`), or fewer where one
+  // CTA computes the ranks in turn (attention_decode_stacked.cu): then an item takes
+  // max(1, item_passes / ranks) head groups. The cut itself does not change.
+  int item_passes = 0;
 };
 
 // log2 of a power of two. The counts below divide by powers of two (ranks, the cluster, head groups
@@ -109,9 +113,11 @@ FUSELM_HD int decode_splits(int kv_len, int64_t capacity, const DecodeSplitRule&
   return decode_seq_shape(kv_len, capacity, rule).n_splits;
 }
 
-// log2 of the head groups one item (one cluster) takes for a sequence of this shape: cluster / ranks.
+// log2 of the head groups one item (one cluster) takes for a sequence of this shape: cluster / ranks
+// (item_passes / ranks, at least 1, where item_passes is set).
 FUSELM_HD int decode_per_item_shift(const DecodeSeqShape& shape, const DecodeSplitRule& rule) {
-  return log2_of_pow2(rule.cluster) - shape.rank_shift;
+  const int shift = log2_of_pow2(rule.item_passes > 0 ? rule.item_passes : rule.cluster) - shape.rank_shift;
+  return shift > 0 ? shift : 0;
 }
 
 // Items of a sequence of the given shape: its splits, times the items each split takes (the head
