@@ -70,7 +70,9 @@ constexpr PlanRule kRules[] = {
                  "decode 234.8-235.3 against 227.2-227.6 tok/s with one CTA per split, batch 16 2,772-2,782 against "
                  "2,873-2,882 output tok/s (bench/results/dev/ab/2ed84a3/; docs/kernels/attention.md). From 16 "
                  "sequences per launch each cluster's work runs in one CTA, rank after rank (the same bits): "
-                 "batch-16 attention 21.7 against 38.5 us per layer after the QKV projection at 512-token prompts "
+                 "batch-16 attention 21.7 against 38.5 us per layer after the QKV projection at 512-token prompts; "
+                 "decode tok/s at batch 16 3,113-3,116 against 2,905-2,907 (512-token prompts) and 3,437-3,453 "
+                 "against 3,345-3,373 (128), batch 64 +3-8%; below 16 sequences the clusters are faster "
                  "(bench/results/dev/ab/s15/)"},
     {.ops = bit(PlanOp::DecodeAttention), .shape = exactly(128), .sm = kAmpereOrNewer, .choice = "mma",
      .evidence = "tensor-core split-KV kernel: one wave of CTAs takes (split, head group) items, 3 K/V stages "

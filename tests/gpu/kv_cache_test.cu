@@ -68,6 +68,11 @@ TEST(MemoryPlan, SlicesAreAlignedDisjointAndLargeEnough) {
   EXPECT_EQ(a.logits.bytes, 8u * 32001 * 4);
   EXPECT_EQ(p.inputs.block_tables.bytes, 8u * l.max_blocks_per_seq * 4);
   EXPECT_EQ(kv_block_bytes(config(), DType::BF16, 16), 3u * 2 * 2 * 16 * 64 * 2);
+  // Without the unfused gate/up rows (SwiGLU in the prefill GEMM's output pass) that slice is empty.
+  EXPECT_EQ(a.gate_up.bytes, 100u * 2 * config().intermediate_size * 2);
+  const MemoryPlan fused = plan_memory(config(), DType::BF16, l, 1 << 20, 12345, /*gate_up_rows=*/false);
+  EXPECT_EQ(fused.activations.gate_up.bytes, 0u);
+  EXPECT_EQ(fused.activations.total, a.total - (a.gate_up.bytes + 255) / 256 * 256);
 }
 
 TEST(MemoryPlan, OptionErrorsNameTheOption) {

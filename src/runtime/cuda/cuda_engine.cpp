@@ -185,7 +185,30 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
                decode_plan_.split_tokens, " tokens is not a multiple of the KV block size ", limits.block_size);
   const size_t attention_workspace = decode_attention_workspace_bytes(attention_shape_, decode_plan_, limits.max_batch);
 
-  plan_ = plan_memory(config_, dtype_, limits, GemmPlan::kWorkspaceBytes, attention_workspace);
+  qkv_shape_ = {q_dim + 2 * kv_dim, hidden, dtype_, dtype_};
+  wo_shape_ = {hidden, q_dim, dtype_, dtype_};
+  gate_up_shape_ = {2 * ffn, hidden, dtype_, dtype_};
+  down_shape_ = {hidden, ffn, dtype_, dtype_};
+  // Models the fused kernels do not cover decode on the baseline path; the choice is made here, once.
+  fused_unsupported_ = options.path == ExecutionPath::Fused ? fused_decode_unsupported_reason(config_, dtype_) : "";
+  const bool fused = options.path == ExecutionPath::Fused && fused_unsupported_.empty();
+  if (fused) {
+    // Prefill's projections as the plan says (validated: the sm_90a paths for every chunk or none).
+    // The plan knows the GPU and the shapes, not this build's device code: without sm_90a code
+    // prefill runs on cuBLASLt, and the engine's description says so.
+    const std::vector<PrefillBucket>& chunks = kernel_plan_.prefill.buckets;
+    if (!chunks.empty() && chunks.front().gemm.starts_with("sm90_")) {
+      std::string why = gemm_swiglu_sm90_unsupported_reason(ffn, hidden, dtype_);
+      for (const GemmShape& s : {qkv_shape_, wo_shape_, down_shape_})
+        if (why.empty()) why = gemm_sm90_unsupported_reason(s.n, s.k, dtype_, 256);
+      prefill_sm90_ = why.empty();
+      if (!prefill_sm90_) prefill_note_ = str_cat("prefill GEMMs on cuBLASLt, not the plan's sm_90a GEMMs: ", why);
+    }
+  }
+
+  // The sm_90a prefill GEMM applies SwiGLU in its output pass: no [tokens][2 ffn] buffer then.
+  plan_ = plan_memory(config_, dtype_, limits, GemmPlan::kWorkspaceBytes, attention_workspace,
+                      /*gate_up_rows=*/!prefill_sm90_);
   arena_ = DeviceBuffer::allocate(plan_.activations.total, "activations and workspaces");
   inputs_device_ = DeviceBuffer::allocate(plan_.inputs.total, "per-step inputs");
   inputs_host_ = PinnedBuffer::allocate(plan_.inputs.total, "per-step input staging");
@@ -193,10 +216,6 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
   FUSELM_THROW_IF_FAILED(gemm_.init(act<void>(plan_.activations.gemm_workspace), GemmPlan::kWorkspaceBytes));
   FUSELM_THROW_IF_FAILED(decode_attention_init_workspace(act<void>(plan_.activations.attention_workspace),
                                                          attention_shape_, decode_plan_, limits.max_batch, stream_));
-  qkv_shape_ = {q_dim + 2 * kv_dim, hidden, dtype_, dtype_};
-  wo_shape_ = {hidden, q_dim, dtype_, dtype_};
-  gate_up_shape_ = {2 * ffn, hidden, dtype_, dtype_};
-  down_shape_ = {hidden, ffn, dtype_, dtype_};
   lm_head_shape_ = {config_.vocab_size, hidden, dtype_, DType::F32};
   // The fused path keeps prefill batch-invariant too: a row's projections must not depend on how
   // many tokens share the step (prefill chunk size, other requests' prompts).
@@ -206,9 +225,7 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
     FUSELM_THROW_IF_FAILED(gemm_.add(s, limits.max_tokens, gemm_choice));
   FUSELM_THROW_IF_FAILED(gemm_.add(lm_head_shape_, limits.logits_rows, gemm_choice));
 
-  // Models the fused kernels do not cover decode on the baseline path; the choice is made here, once.
-  fused_unsupported_ = options.path == ExecutionPath::Fused ? fused_decode_unsupported_reason(config_, dtype_) : "";
-  if (options.path == ExecutionPath::Fused && fused_unsupported_.empty()) {
+  if (fused) {
     FusedDecodeVariants variants;
     variants.qkv = plan_skinny_gemm_choice(kernel_plan_, PlanOp::Qkv);
     variants.o = plan_skinny_gemm_choice(kernel_plan_, PlanOp::O);
@@ -221,17 +238,6 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
       if (b.batch < limits.max_batch) buckets.push_back(b.batch);
     buckets.push_back(limits.max_batch);
     fused_ = std::make_unique<FusedDecoder>(config_, dtype_, weights_, fused_attention_plan, variants, buckets, stream_);
-    // Prefill's projections as the plan says (validated: the sm_90a paths for every chunk or none).
-    // The plan knows the GPU and the shapes, not this build's device code: without sm_90a code
-    // prefill runs on cuBLASLt, and the engine's description says so.
-    const std::vector<PrefillBucket>& chunks = kernel_plan_.prefill.buckets;
-    if (!chunks.empty() && chunks.front().gemm.starts_with("sm90_")) {
-      std::string why = gemm_swiglu_sm90_unsupported_reason(ffn, hidden, dtype_);
-      for (const GemmShape& s : {qkv_shape_, wo_shape_, down_shape_})
-        if (why.empty()) why = gemm_sm90_unsupported_reason(s.n, s.k, dtype_, 256);
-      prefill_sm90_ = why.empty();
-      if (!prefill_sm90_) prefill_note_ = str_cat("prefill GEMMs on cuBLASLt, not the plan's sm_90a GEMMs: ", why);
-    }
   }
 
   // The KV pool takes its share of what is left, never more than max_batch full-length sequences.

@@ -56,7 +56,7 @@ class ArenaBuilder {
 }  // namespace
 
 MemoryPlan plan_memory(const ModelConfig& c, DType dtype, const StepLimits& l, size_t gemm_workspace_bytes,
-                       size_t attention_workspace_bytes) {
+                       size_t attention_workspace_bytes, bool gate_up_rows) {
   MemoryPlan plan;
   plan.limits = l;
   const size_t act = dtype_bytes(dtype, 1);
@@ -71,7 +71,7 @@ MemoryPlan plan_memory(const ModelConfig& c, DType dtype, const StepLimits& l, s
   p.q = a.add(t * q_dim * act);
   p.attn_out = a.add(t * q_dim * act);
   p.proj = a.add(t * hidden * act);
-  p.gate_up = a.add(t * 2 * ffn * act);
+  p.gate_up = a.add(gate_up_rows ? t * 2 * ffn * act : 0);
   p.ffn_act = a.add(t * ffn * act);
   p.head_rows = a.add(rows * hidden * sizeof(float));
   p.head_normed = a.add(rows * hidden * act);
