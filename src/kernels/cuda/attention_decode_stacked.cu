@@ -6,17 +6,18 @@
 // ~30 clusters, four rounds of ~65-80 keys per CTA, each round a chain of latencies (block numbers,
 // prologue, two key steps, two cluster barriers) during which DRAM is mostly idle.
 //
-// This kernel takes the same items and runs each item's ranks one after another in one CTA, with
-// the arithmetic of a rank unchanged: the same 64-key steps from the rank's first key, the same
-// 16-key slice per warp, the warps merged in warp order into the rank's state, then the ranks' states
-// merged in rank order. So the output bits equal the clusters' (tested bit for bit), and a
-// launch may use either. The K/V ring runs on across the ranks (and head groups) of an item: the
-// next rank's stages are in flight while a rank's warps merge, so each CTA streams its item's K/V
-// without the gaps between ranks.
+// This kernel cuts the keys the same way and runs a head group's ranks in one CTA, with the
+// arithmetic of a rank unchanged: the same 64-key steps from the rank's first key, the same 16-key
+// slice per warp, the warps merged in warp order into the rank's state, then the ranks' states
+// merged in rank order. So the output bits equal the clusters' (tested bit for bit), and a launch
+// may use either. The CTA holds two teams of four warps; a team attends every other pass (one rank
+// of one head group) with its own ring of K/V stages that runs on across its passes, so the next
+// rank's keys are in flight while a rank's warps merge. One team alone was bound by the latency of a
+// step's dependent instructions (docs/kernels/attention.md, "Stacked ranks"). An item is two passes:
+// a head group's ranks, or two head groups of a sequence short enough for one rank.
 //
-// Shared memory: the K/V ring, the query tiles of the item's head groups (up to `cluster` of them,
-// for short sequences), the warps' states of a rank, the ranks' states of a head group, and the
-// split's block numbers.
+// Shared memory: the two teams' K/V rings, the query tiles of an item's head groups, each team's
+// warp states, the item's pass states, and the split's block numbers.
 #include <algorithm>
 
 #include "kernels/cuda/attention_common.cuh"
