@@ -855,8 +855,9 @@ TEST(AttentionBench, DISABLED_DecodeSplits) {
   }
 }
 
-// Decode in clusters against one CTA per split, by batch and length (the launcher's stages, one wave):
-// the wave's units, and us per launch.
+// Decode in clusters against one CTA per split, by batch and length (the launcher's stages, one
+// wave), and the clusters' cut computed by one CTA per item (stacked, its own two stages): the wave's
+// units (0: not a one-wave grid) and us per launch (isolated launches, ~5 us of launch in each).
 TEST(AttentionBench, DISABLED_DecodeClusters) {
   REQUIRE_CUDA_DEVICE();
   if (!clusters_supported()) GTEST_SKIP() << "thread-block clusters need sm_90 code on an sm_90+ GPU";
@@ -866,14 +867,16 @@ TEST(AttentionBench, DISABLED_DecodeClusters) {
   };
   struct Config {
     int ranks, min_rank_keys;
+    bool stacked;
   };
   const Shape shapes[] = {{"llama3-8b", 32, 8, 128}, {"llama3.2-1b", 32, 8, 64}};
-  const Config configs[] = {{1, kMinRankKeys}, {8, 128}, {8, 256}, {4, 128}, {2, 256}};
+  const Config configs[] = {{1, kMinRankKeys, false}, {8, 128, false}, {8, 256, false},
+                            {4, 128, false},          {2, 256, false}, {8, 128, true}};
   int device = 0, max_smem = 0;
   ASSERT_CUDA(cudaGetDevice(&device));
   ASSERT_CUDA(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  std::printf("[bench] %-12s %6s %6s %6s %6s %6s %10s %10s\n", "shape", "batch", "len", "ranks", "keys", "units",
-              "time(us)", "GB/s");
+  std::printf("[bench] %-12s %6s %6s %6s %6s %-8s %6s %10s %10s\n", "shape", "batch", "len", "ranks", "keys",
+              "kernel", "units", "time(us)", "GB/s");
   for (const Shape& sh : shapes) {
     for (int batch : {1, 4, 16, 64}) {
       for (int len : {520, 2048, 8192}) {
@@ -884,53 +887,18 @@ TEST(AttentionBench, DISABLED_DecodeClusters) {
           DecodeAttentionPlan plan{256, (8192 + 255) / 256};
           plan.cluster_ranks = config.ranks;
           plan.min_rank_keys = config.min_rank_keys;
-          const DecodeVariant variant = attention_detail::choose_decode_variant(sh.head_dim, max_smem);
+          DecodeVariant variant = attention_detail::choose_decode_variant(sh.head_dim, max_smem);
+          if (config.stacked) {
+            variant.stacked = true;
+            variant.stages = attention_detail::kStackedStages;
+            if (!attention_detail::decode_stacked_fits(variant, in.shape, plan, 16)) continue;
+          }
           double ms = 0;
           ASSERT_NO_FATAL_FAILURE(time_decode(in, batch, plan, variant, ms));
           const double kv_bytes = 2.0 * batch * len * sh.n_kv_heads * sh.head_dim * 2;
-          std::printf("[bench] %-12s %6d %6d %6d %6d %6d %10.1f %10.0f\n", sh.name, batch, len, config.ranks,
-                      config.min_rank_keys, attention_detail::decode_wave_units(variant, sh.head_dim, config.ranks),
-                      ms * 1e3, kv_bytes / ms / 1e6);
-        }
-      }
-    }
-  }
-}
-
-// The clusters' cut computed by one CTA per item (stacked) against the clusters themselves and one
-// CTA per split, by batch and length: us per launch (isolated launches, ~5 us of launch in each).
-TEST(AttentionBench, DISABLED_DecodeStacked) {
-  REQUIRE_CUDA_DEVICE();
-  if (!clusters_supported()) GTEST_SKIP() << "thread-block clusters need sm_90 code on an sm_90+ GPU";
-  struct Shape {
-    const char* name;
-    int n_heads, n_kv_heads, head_dim;
-  };
-  struct Config {
-    const char* name;
-    int ranks, stages;
-    bool stacked;
-  };
-  const Shape shapes[] = {{"llama3-8b", 32, 8, 128}, {"llama3.2-1b", 32, 8, 64}};
-  const Config configs[] = {{"one-cta", 1, 3, false},  {"clusters", 8, 3, false}, {"stacked2", 8, 2, true},
-                            {"stacked3", 8, 3, true}, {"stacked4", 8, 4, true}};
-  std::printf("[bench] %-12s %6s %6s %-10s %10s %10s\n", "shape", "batch", "len", "kernel", "time(us)", "GB/s");
-  for (const Shape& sh : shapes) {
-    for (int batch : {1, 2, 4, 8, 16, 64}) {
-      for (int len : {520, 2048, 8192}) {
-        if (static_cast<int64_t>(batch) * len > 16 * 8192) continue;
-        DecodeBenchInputs in;
-        make_decode_bench_inputs(in, sh.n_heads, sh.n_kv_heads, sh.head_dim, batch, len);
-        for (const Config& config : configs) {
-          DecodeAttentionPlan plan{256, (8192 + 255) / 256};
-          plan.cluster_ranks = config.ranks;
-          DecodeVariant variant{config.stages};
-          variant.stacked = config.stacked;
-          if (config.stacked && !attention_detail::decode_stacked_fits(variant, in.shape, plan, 16)) continue;
-          double ms = 0;
-          ASSERT_NO_FATAL_FAILURE(time_decode(in, batch, plan, variant, ms));
-          const double kv_bytes = 2.0 * batch * len * sh.n_kv_heads * sh.head_dim * 2;
-          std::printf("[bench] %-12s %6d %6d %-10s %10.1f %10.0f\n", sh.name, batch, len, config.name, ms * 1e3,
+          const int units = config.stacked ? 0 : attention_detail::decode_wave_units(variant, sh.head_dim, config.ranks);
+          std::printf("[bench] %-12s %6d %6d %6d %6d %-8s %6d %10.1f %10.0f\n", sh.name, batch, len, config.ranks,
+                      config.min_rank_keys, config.stacked ? "stacked" : "split", units, ms * 1e3,
                       kv_bytes / ms / 1e6);
         }
       }

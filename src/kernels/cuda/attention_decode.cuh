@@ -169,9 +169,6 @@ __device__ __forceinline__ void finish_decode_launch(const int32_t* kv_lens, int
   }
 }
 
-// K/V stages the public launcher gives the stacked kernel (docs/kernels/attention.md).
-inline constexpr int kStackedStages = 2;
-
 // The stacked kernel (attention_decode_stacked.cu): a cluster's cut of a split computed by one CTA.
 // Same arguments as the split kernel's launch; `variant.stages` K/V stages. Its shared memory
 // follows the shape (query heads per group, cluster size, split size): an error when it does not

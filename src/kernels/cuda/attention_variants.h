@@ -49,6 +49,10 @@ Status prefill_attention_variant(const PrefillVariant& variant, const void* q, v
 // without a tensor-core kernel.
 int decode_wave_units(const DecodeVariant& variant, int head_dim, int cluster_ranks);
 
+// K/V stages per team the public launcher gives the stacked kernel: two teams of two 64-key stages
+// are 128 KB at head_dim 128, about what one CTA per SM has room for next to its other buffers.
+inline constexpr int kStackedStages = 2;
+
 // Whether the stacked kernel (variant.stacked, with plan.cluster_ranks > 1) has the shared memory it
 // needs on this GPU for `shape`, `plan` and KV blocks of `block_size` tokens.
 bool decode_stacked_fits(const DecodeVariant& variant, const AttentionShape& shape, const DecodeAttentionPlan& plan,
