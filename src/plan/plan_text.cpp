@@ -67,9 +67,13 @@ std::string render_plan(const Plan& p) {
                   c.single_token_variant.c_str(), skinny_rounding_class(c.variant).c_str(), c.origin.source.c_str());
   const DecodeAttentionChoice& a = p.decode.attention;
   const int cluster_ranks = decode_attention_cluster_ranks(a.kernel);
-  out += format("decode attention: %s kernel, split %d tokens for every batch%s, %d splits per sequence, workspace %s (%s)\n",
+  const int stacked_from = decode_attention_stacked_from(a.kernel);
+  out += format("decode attention: %s kernel, split %d tokens for every batch%s%s, %d splits per sequence, workspace %s (%s)\n",
                 a.kernel.c_str(), a.split_tokens,
                 cluster_ranks > 1 ? str_cat(" (at most that per CTA of a cluster of ", cluster_ranks, ")").c_str() : "",
+                stacked_from > 0
+                    ? str_cat("; from ", stacked_from, " sequences per launch each cluster's keys in one CTA").c_str()
+                    : "",
                 a.max_splits_per_seq, mib(a.workspace_bytes).c_str(), a.origin.source.c_str());
   out += format("prefill attention: %s (%s)\n", p.prefill.attention_kernel.c_str(),
                 p.prefill.attention_origin.source.c_str());
