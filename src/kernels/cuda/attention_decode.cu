@@ -525,15 +525,9 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
         FUSELM_CUDA_RETURN(
             cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
         const int wave = decode_wave<T, kHeadDim, kStages>(ranks);
-        // No more CTAs (clusters) than the step can have items: in clusters, with splits of at least
-        // min_rank_keys, a sequence with fewer ranks than the cluster is one split (of at most
-        // n_groups items), and one with a full cluster has ceil(max_splits_per_seq / ranks) splits at
-        // most. Idle CTAs would hold SMs that the next kernel's CTAs (launched early, PDL) could use.
+        // No more CTAs (clusters) than the step can have items.
         const int n_groups = shape.n_kv_heads * head_tiles;
-        const int64_t splits_bound = ranks > 1 && plan.split_tokens >= plan.min_rank_keys
-                                         ? (plan.max_splits_per_seq + ranks - 1) / ranks
-                                         : plan.max_splits_per_seq;
-        const int64_t most_items = static_cast<int64_t>(batch) * n_groups * splits_bound;
+        const int64_t most_items = decode_items_bound(batch, n_groups, plan, ranks);
         const int64_t units =
             std::min<int64_t>(variant.ctas > 0 ? std::max(1, variant.ctas / ranks) : wave, most_items);
         const DecodeSplitRule rule{plan.split_tokens, ranks, plan.max_splits_per_seq, plan.min_rank_keys};

@@ -46,6 +46,17 @@ struct DecodeConfig {
                 "the merge area and the rank state must fit in the K/V stages");
 };
 
+// Items a launch can have at most, which bounds its grid (idle CTAs would hold SMs that the next
+// kernel's CTAs, launched early with PDL, could use): with clusters of `ranks` and splits of at least
+// min_rank_keys, a sequence with fewer ranks than the cluster is one split (of at most n_groups
+// items), and one with a full cluster has ceil(max_splits_per_seq / ranks) splits at most.
+inline int64_t decode_items_bound(int batch, int n_groups, const DecodeAttentionPlan& plan, int ranks) {
+  const int64_t splits = ranks > 1 && plan.split_tokens >= plan.min_rank_keys
+                             ? (plan.max_splits_per_seq + ranks - 1) / ranks
+                             : plan.max_splits_per_seq;
+  return static_cast<int64_t>(batch) * n_groups * splits;
+}
+
 template <class F>
 Status dispatch_stages(int stages, F&& f) {
   switch (stages) {

@@ -484,12 +484,8 @@ Status decode_attention_stacked(const DecodeVariant& variant, const void* q, voi
       }
       const int sms = device_limits().sm_count > 0 ? device_limits().sm_count : 132;
       const int64_t wave = static_cast<int64_t>(sms) * std::max(1, per_sm);
-      // As in clusters: a sequence of one split has at most n_groups items, a longer one
-      // ceil(max_splits_per_seq / ranks) splits of one head group each.
-      const int64_t splits_bound = plan.split_tokens >= plan.min_rank_keys
-                                       ? (plan.max_splits_per_seq + ranks - 1) / ranks
-                                       : plan.max_splits_per_seq;
-      const int64_t most_items = static_cast<int64_t>(batch) * n_groups * splits_bound;
+      // An item holds at least one head group, as in clusters.
+      const int64_t most_items = decode_items_bound(batch, n_groups, plan, ranks);
       const int64_t units = std::min<int64_t>(variant.ctas > 0 ? variant.ctas : wave, most_items);
       // The clusters' cut, with items of kTeams passes: a head group's ranks, or kTeams head groups of
       // a one-rank sequence, so that short sequences spread over as many SMs as long ones.
