@@ -253,7 +253,7 @@ TEST(SkinnyGemm, UnsupportedVariantsReturnAnError) {
   DeviceBuffer<float> out(64);
   for (SkinnyGemmVariant v :
        {SkinnyGemmVariant{3, 8, 1}, SkinnyGemmVariant{4, 16, 1}, SkinnyGemmVariant{4, 4, 0}, SkinnyGemmVariant{4, 4, 9},
-        SkinnyGemmVariant{4, 8, 1, SkinnyPipeline::kCtaSplitRows}}) {
+        SkinnyGemmVariant{4, 8, 1, SkinnyPipeline::kCtaSplitRows}, SkinnyGemmVariant{2, 8, 2, SkinnyPipeline::kRegisters}}) {
     const Status s = skinny_gemm_store(w.view, in.view, SkinnyNorm{}, out.ptr, DType::F32, 64, v, nullptr);
     EXPECT_FALSE(s.ok()) << v.name();
     EXPECT_NE(s.message().find("unsupported"), std::string::npos) << s.message();
@@ -572,7 +572,7 @@ TEST(SkinnyGemm, PdlAndGraphCaptureAreBitwiseEqualToPlainLaunches) {
   const bool clusters = skinny_gemm_clusters_supported();
   const SkinnyPipeline cta = clusters ? SkinnyPipeline::kCtaSplitRows : SkinnyPipeline::kWarpSplitK;
   const SkinnyGemmVariant vo{4, 4, clusters ? 4 : 1}, vgu{2, 4, clusters ? 2 : 1, cta}, vdown{4, 8, clusters ? 8 : 1},
-      vhead{1, 4, 1, cta};
+      vhead{1, 8, clusters ? 2 : 1, SkinnyPipeline::kRegisters};
 
   // pdl_mask bit i: launch GEMM i of the chain with PDL.
   auto chain = [&](cudaStream_t stream, unsigned pdl_mask) -> Status {

@@ -22,6 +22,7 @@ std::string SkinnyGemmVariant::name() const {
   std::string n = str_cat("rt", row_tiles, "_w", warps);
   if (k_split != 1) n += str_cat("_k", k_split);
   if (pipeline == SkinnyPipeline::kCtaSplitRows) n += "_cta";
+  if (pipeline == SkinnyPipeline::kRegisters) n += "_reg";
   return n;
 }
 
@@ -33,6 +34,8 @@ std::vector<SkinnyGemmVariant> skinny_gemm_variants() {
   for (int k_split : {1, 2, 4, 8})
     for (auto [row_tiles, warps] : {std::pair{1, 4}, std::pair{2, 4}, std::pair{1, 8}, std::pair{2, 8}, std::pair{4, 4}})
       v.push_back({row_tiles, warps, k_split, SkinnyPipeline::kCtaSplitRows});
+  for (int k_split : {1, 2, 4, 8})
+    for (int warps : {4, 8}) v.push_back({1, warps, k_split, SkinnyPipeline::kRegisters});
   return v;
 }
 

@@ -57,6 +57,10 @@ enum class SkinnyPipeline : int {
   // The warps split rows (each owns `row_tiles` tiles of the CTA's row_tiles * warps); a producer
   // warp streams them with bulk copies (TMA) and stages the activations once for all warps. sm_90+.
   kCtaSplitRows = 1,
+  // The CTA pipeline's cut (warps split rows), each lane loading its weight fragments straight into
+  // registers; the activations are staged once for all warps. Same bits as kCtaSplitRows with the
+  // same k_split. Any sm_80+ GPU (k_split > 1: sm_90+).
+  kRegisters = 2,
 };
 
 // Kernel shape: row tiles (per CTA for kWarpSplitK, per warp for kCtaSplitRows), warps, CTAs per
@@ -68,7 +72,7 @@ struct SkinnyGemmVariant {
   int warps = 8;
   int k_split = 1;
   SkinnyPipeline pipeline = SkinnyPipeline::kWarpSplitK;
-  std::string name() const;  // "rt4_w4", "rt4_w4_k8", "rt1_w4_k2_cta"
+  std::string name() const;  // "rt4_w4", "rt4_w4_k8", "rt1_w4_k2_cta", "rt1_w8_k2_reg"
 };
 // Every supported variant.
 std::vector<SkinnyGemmVariant> skinny_gemm_variants();

@@ -388,27 +388,39 @@ struct SkinnyPipe {
   static_assert(kWBytes % 16 == 0 && kXBytes % 16 == 0, "stages must stay 16-byte aligned");
 };
 
-// One lane's share of a stage's activation rows: tokens 0..m-1, columns k0 .. k0 + 16*U - 1, into
-// rows of XS elements; columns past K are zero-filled. 16-byte copies where the rows allow them,
-// 4-byte copies otherwise. Both pipelines stage through this, so both see the same operands.
+// Tokens 0..m-1, columns k0 .. k0 + width - 1 (width a multiple of 16) of the activation rows, into
+// rows of xs_stride elements, copied by threads first, first + step, ...; columns past K are
+// zero-filled (the weights' padding is zero, but 0 * garbage could be NaN). 16-byte copies where the
+// rows allow them, 4-byte copies otherwise. Every pipeline stages through this, so all of them see
+// the same operands.
+template <typename T>
+__device__ __forceinline__ void stage_activation_columns(T* dst, int xs_stride, const T* __restrict__ x,
+                                                         int64_t x_stride, bool x_vec16, int m, int64_t cols,
+                                                         int64_t k0, int width, int first, int step) {
+  if (x_vec16) {
+    const int chunks = width / 8;
+    for (int c = first; c < m * chunks; c += step) {
+      const int tok = c / chunks, j = c % chunks;
+      const int64_t k = k0 + j * 8;
+      const int bytes = k >= cols ? 0 : cols - k >= 8 ? 16 : static_cast<int>(cols - k) * 2;
+      cp_async_16_zfill(dst + tok * xs_stride + j * 8, x + tok * x_stride + (bytes > 0 ? k : 0), bytes);
+    }
+  } else {
+    const int chunks = width / 2;
+    for (int c = first; c < m * chunks; c += step) {
+      const int tok = c / chunks, j = c % chunks;
+      const int64_t k = k0 + j * 2;
+      const int bytes = k < cols ? 4 : 0;
+      cp_async_4_zfill(dst + tok * xs_stride + j * 2, x + tok * x_stride + (bytes > 0 ? k : 0), bytes);
+    }
+  }
+}
+
+// One lane's share of a stage's activation rows: U k-tiles from column k0, into rows of XS elements.
 template <typename T, int U, int XS>
 __device__ __forceinline__ void stage_activations(T* dst, const T* __restrict__ x, int64_t x_stride, bool x_vec16,
                                                   int m, int64_t cols, int64_t k0, int lane) {
-  if (x_vec16) {
-    for (int c = lane; c < m * U * 2; c += 32) {
-      const int tok = c / (U * 2), j = c % (U * 2);
-      const int64_t k = k0 + j * 8;
-      const int bytes = k >= cols ? 0 : cols - k >= 8 ? 16 : static_cast<int>(cols - k) * 2;
-      cp_async_16_zfill(dst + tok * XS + j * 8, x + tok * x_stride + (bytes > 0 ? k : 0), bytes);
-    }
-  } else {
-    for (int c = lane; c < m * U * 8; c += 32) {
-      const int tok = c / (U * 8), j = c % (U * 8);
-      const int64_t k = k0 + j * 2;
-      const int bytes = k < cols ? 4 : 0;
-      cp_async_4_zfill(dst + tok * XS + j * 2, x + tok * x_stride + (bytes > 0 ? k : 0), bytes);
-    }
-  }
+  stage_activation_columns<T>(dst, XS, x, x_stride, x_vec16, m, cols, k0, U * 16, lane, 32);
 }
 
 // The mma B fragments (activations) of k-tile u of a staged stage, rows of `xs_stride` elements:
@@ -598,6 +610,60 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
 }
 
+// The end of a kernel whose warps split rows (the CTA and register pipelines), after a barrier that
+// ends every read of the memory `part` reuses: a consumer warp holds the sums of its RT row tiles
+// over the CTA's K range; with a cluster K split they go to `part` ([NT][MT][4][32]), and tile
+// j = warp * RT + r is finished by cluster rank j % k_split (by its warp `warp`), which adds rank 0
+// + rank 1 + ... in that order; then 1/rms and the epilogue.
+template <typename T, int MT, int RT, int WARPS, class Epilogue>
+__device__ __forceinline__ void finish_split_rows(const float (&acc)[RT][MT][4],
+                                                  const typename Epilogue::template Operands<MT> (&operands)[RT],
+                                                  float* part, bool consumer, int k_split, int rank, int64_t tile0,
+                                                  int tiles_here, const float* rstd, const SkinnyNorm& norm,
+                                                  const Epilogue& epilogue, int m, KernelTrace* trace) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int t = lane % 4;
+  if (threadIdx.x == 0) trace_mark(trace, 1);
+  if (consumer && k_split > 1) {
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) part[(((warp * RT + r) * MT + mt) * 4 + i) * 32 + lane] = acc[r][mt][i];
+  }
+  if (k_split > 1) {
+    cluster_barrier();
+  } else {
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) trace_mark(trace, 2);  // the epilogue starts
+  if (consumer) {
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      const int j = warp * RT + r;
+      if (j % k_split != rank || j >= tiles_here) continue;
+      float c[MT][4];
+      if (k_split == 1) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) c[mt][i] = acc[r][mt][i];
+      } else {
+        sum_cluster_partials<MT>(c, part, j, k_split, lane);
+      }
+      if (norm.partials != nullptr) scale_by_rstd<MT>(c, rstd, t, m);
+      epilogue.template apply<T, MT>(tile0 + j, lane / 4, t, c, m, operands[r]);
+    }
+  }
+  // A CTA's shared memory must outlive its peers' reads of it (nothing else to order: relaxed).
+  if (k_split > 1) cluster_barrier_relaxed();
+  if (trace != nullptr) {
+    __syncthreads();  // every warp's epilogue is done
+    if (threadIdx.x == 0) trace_end(trace);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // CTA pipeline: the warps of a CTA split rows, not K. A CTA owns NT = RT * WARPS row tiles (warp w
 // owns tiles w*RT .. w*RT+RT-1) and the K range of its cluster rank; a producer warp streams
@@ -739,54 +805,154 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
   allow_next_grid();
 
   __syncthreads();  // all stages consumed: the pipeline memory now holds the partial sums
-  if (threadIdx.x == 0) trace_mark(trace, 1);
-  float* part = reinterpret_cast<float*>(smem);  // [NT][MT][4][32]
-  if (warp < WARPS) {
-    if (k_split > 1) {
-#pragma unroll
-      for (int r = 0; r < RT; ++r)
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) part[(((warp * RT + r) * MT + mt) * 4 + i) * 32 + lane] = acc[r][mt][i];
-    }
-  }
-  if (k_split > 1) {
-    cluster_barrier();
-  } else {
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) trace_mark(trace, 2);  // the epilogue starts
-  if (warp < WARPS) {
-    // Tile j = warp * RT + r is finished by cluster rank j % k_split (by its warp `warp`), which
-    // adds rank 0 + rank 1 + ... in that order.
-#pragma unroll
-    for (int r = 0; r < RT; ++r) {
-      const int j = warp * RT + r;
-      if (j % k_split != rank || j >= tiles_here) continue;
-      float c[MT][4];
-      if (k_split == 1) {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) c[mt][i] = acc[r][mt][i];
-      } else {
-        sum_cluster_partials<MT>(c, part, j, k_split, lane);
-      }
-      if (norm.partials != nullptr) scale_by_rstd<MT>(c, rstd, t, m);
-      epilogue.template apply<T, MT>(tile0 + j, g, t, c, m, operands[r]);
-    }
-  }
-  // A CTA's shared memory must outlive its peers' reads of it (nothing else to order: relaxed).
-  if (k_split > 1) cluster_barrier_relaxed();
-  if (trace != nullptr) {
-    __syncthreads();  // every warp's epilogue is done
-    if (threadIdx.x == 0) trace_end(trace);
-  }
+  finish_split_rows<T, MT, RT, WARPS>(acc, operands, reinterpret_cast<float*>(smem), warp < WARPS, k_split, rank,
+                                      tile0, tiles_here, rstd, norm, epilogue, m, trace);
 #else
   (void)trace;
   __trap();  // the launcher refuses the CTA pipeline without sm_90 code
 #endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Register pipeline: the CTA pipeline's cut (warp w owns row tiles w*RT .. w*RT+RT-1 of the CTA's
+// NT = RT * WARPS, over the K range of its cluster rank), with each lane loading its own 16-byte
+// fragment of every weight tile straight into registers: no producer warp, no bulk copies, no
+// weight stages in shared memory. Two halves of 4 loads a lane alternate, one multiplied while the
+// other is in flight. The activations of the rank's K range are staged once for all warps (in
+// windows of kWindowKTiles k-tiles where the range is longer).
+//
+// Why: a read-order probe on the H200 (docs/kernels/skinny_gemm.md, session 16) streamed the 8B
+// gate/up matrix's bytes in the CTA pipeline's order at 3.93 TB/s with 1 KB bulk copies and at
+// 4.15 TB/s with 16-byte loads, the same addresses. Same k-tile order, same mma on the same
+// fragments, same rank order: the bits are the CTA pipeline's (one rounding class, k<k_split>).
+template <typename T, int MT, int RT, int WARPS>
+struct RegPipe {
+  static constexpr int kTiles = RT * WARPS;
+  static constexpr int kHalfKTiles = RT >= 4 ? 1 : 4 / RT;  // H: 4 loads a lane per half
+  static constexpr int kWindowKTiles = 128;                  // a multiple of 2H
+  static constexpr int kPartBytes = kTiles * MT * 4 * 32 * static_cast<int>(sizeof(float));
+  // Activation row stride in elements: +8 as in SkinnyPipe (rows in different banks).
+  static FUSELM_HD int x_stride(int64_t rank_k_tiles) {
+    return static_cast<int>(rank_k_tiles < kWindowKTiles ? rank_k_tiles : kWindowKTiles) * 16 + 8;
+  }
+  static int smem_bytes(int m, int64_t rank_k_tiles) {
+    const int x = m * x_stride(rank_k_tiles) * static_cast<int>(sizeof(T));
+    return x > kPartBytes ? x : kPartBytes;
+  }
+  static int max_smem_bytes() { return smem_bytes(MT * 8, kWindowKTiles); }
+  static_assert(kWindowKTiles % (2 * kHalfKTiles) == 0, "a window holds whole pairs of halves");
+};
+
+// A weight fragment into registers, L2 evict-first (read once per step) and not kept in L1. Volatile:
+// the loads issued before griddepcontrol.wait must stay there.
+__device__ __forceinline__ uint4 load_weight_fragment(const uint4* p, uint64_t policy) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p), "l"(policy));
+  return v;
+}
+
+// At most 64 registers a thread, so that an SM holds 2048 threads: four 8-warp CTAs, where the 8B
+// gate/up matrix's grid (448 CTAs) needs 3.4 an SM to run in one wave.
+template <typename T, int MT, int RT, int WARPS, class Epilogue>
+__global__ void __launch_bounds__(WARPS * 32, 32 / WARPS)
+    skinny_gemm_reg_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
+                           const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split,
+                           SkinnyNorm norm, Epilogue epilogue, KernelTrace* trace) {
+  using Pipe = RegPipe<T, MT, RT, WARPS>;
+  if (threadIdx.x == 0) trace_start(trace);
+  constexpr int NT = Pipe::kTiles, H = Pipe::kHalfKTiles;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ float rstd[kSkinnyGemmMaxTokens];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int rank = static_cast<int>(blockIdx.x % k_split);
+  const int64_t tile0 = static_cast<int64_t>(blockIdx.x / k_split) * NT;
+  const int tiles_here = static_cast<int>(min(static_cast<int64_t>(NT), row_tiles - tile0));
+  // The cluster rank's K range depends on K and k_split only, never on m.
+  // 32-bit k-tile indices (K < 2^31 / 16: checked by the launcher) keep the loop's registers few.
+  const int per_cta = static_cast<int>(k_tiles_per_rank(k_tiles, k_split));
+  const int k_begin = rank * per_cta;
+  const int k_end = min(static_cast<int>(k_tiles), k_begin + per_cta);
+  const int xs_stride = Pipe::x_stride(per_cta);
+  T* xs = reinterpret_cast<T*>(smem);  // [m][xs_stride]: one window of the rank's activation columns
+
+  const uint64_t policy = l2_evict_first_policy();
+  const uint4* wtile[RT];  // this lane's fragment of k-tile 0 of each of the warp's row tiles
+  bool live[RT];
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    const int j = warp * RT + r;
+    live[r] = j < tiles_here;
+    wtile[r] = w + ((tile0 + j) * k_tiles) * 32 + lane;
+  }
+  uint4 wa[H][RT], wb[H][RT];
+  auto load_half = [&](uint4 (&dst)[H][RT], int kt0) {
+#pragma unroll
+    for (int h = 0; h < H; ++h)
+#pragma unroll
+      for (int r = 0; r < RT; ++r)
+        if (kt0 + h < k_end && live[r]) dst[h][r] = load_weight_fragment(wtile[r] + (kt0 + h) * 32, policy);
+  };
+  float acc[RT][MT][4];
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][mt][i] = 0.0f;
+  // k-tiles kt0 .. kt0 + H - 1 in order, their activations at column (kt - window0) * 16 of the window.
+  auto multiply_half = [&](const uint4 (&src)[H][RT], int kt0, int window0) {
+#pragma unroll
+    for (int h = 0; h < H; ++h) {
+      if (kt0 + h >= k_end) break;
+      uint32_t bf[MT][2];
+      activation_fragments<T, MT>(bf, xs, xs_stride, kt0 + h - window0, g, t, m);
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        if (!live[r]) continue;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+          mma_m16n8k16<T>(acc[r][mt], src[h][r].x, src[h][r].y, src[h][r].z, src[h][r].w, bf[mt][0], bf[mt][1]);
+      }
+    }
+  };
+
+  // Weights depend on no earlier kernel: the first two halves go out before the wait.
+  load_half(wa, k_begin);
+  load_half(wb, k_begin + H);
+  wait_for_previous_grid();
+  if (threadIdx.x == 0) trace_released(trace);
+  norm_rstd(rstd, norm, m, warp, WARPS, lane);
+  typename Epilogue::template Operands<MT> operands[RT] = {};
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    const int j = warp * RT + r;
+    if (j % k_split == rank && j < tiles_here) operands[r] = epilogue.template load<T, MT>(tile0 + j, g, t, m);
+  }
+  for (int w0 = k_begin; w0 < k_end; w0 += Pipe::kWindowKTiles) {
+    const int w1 = min(k_end, w0 + Pipe::kWindowKTiles);
+    if (w0 != k_begin) __syncthreads();  // every warp is done with the previous window
+    stage_activation_columns<T>(xs, xs_stride, x, x_stride, x_vec16, m, cols, int64_t{w0} * 16, (w1 - w0) * 16,
+                                threadIdx.x, WARPS * 32);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    if (w0 == k_begin && threadIdx.x == 0) trace_mark(trace, 0);  // the first activations have landed
+    for (int kt = w0; kt < w1; kt += 2 * H) {
+      multiply_half(wa, kt, w0);
+      load_half(wa, kt + 2 * H);
+      multiply_half(wb, kt + H, w0);
+      load_half(wb, kt + 3 * H);
+    }
+  }
+  // The weight stream is consumed: the next kernel may start streaming its own.
+  allow_next_grid();
+
+  __syncthreads();  // every warp is done with the activations, whose memory now holds the partial sums
+  finish_split_rows<T, MT, RT, WARPS>(acc, operands, reinterpret_cast<float*>(smem), true, k_split, rank, tile0,
+                                      tiles_here, rstd, norm, epilogue, m, trace);
 }
 
 // Per device: whether the instance's shared-memory limit was raised and whether its code can run
@@ -859,6 +1025,35 @@ Status launch_warp_pipeline(cudaLaunchConfig_t config, int64_t grid, const uint4
 }
 
 template <typename T, int MT, int RT, int WARPS, class Epilogue>
+Status launch_register_pipeline(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm,
+                                const Epilogue& epi, const SkinnyGemmVariant& v, SkinnyGemmLaunch options,
+                                cudaStream_t stream) {
+  using Pipe = RegPipe<T, MT, RT, WARPS>;
+  const int64_t row_tiles = mma_tiles(w.rows), k_tiles = mma_tiles(w.cols);
+  if (k_tiles * 32 > INT32_MAX)  // the kernel counts k-tiles, and offsets within a row tile, in 32 bits
+    return Status::error(str_cat("skinny GEMM: K=", w.cols, " too long for the register pipeline (", v.name(), ")"));
+  auto* kernel = skinny_gemm_reg_kernel<T, MT, RT, WARPS, Epilogue>;
+  static KernelSupportCache cache;  // one per instance
+  const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::max_smem_bytes());
+  if (!support.status.ok()) return support.status;
+  if (v.k_split > 1 && !support.clusters) return needs_sm90(v);
+  // Without sm_90 code the kernel has no griddepcontrol and must not overlap its predecessor.
+  LaunchAttributes attrs(v.k_split, options.pdl && support.clusters);
+  cudaLaunchConfig_t config{};
+  config.stream = stream;
+  config.gridDim = dim3(static_cast<unsigned>((row_tiles + Pipe::kTiles - 1) / Pipe::kTiles * v.k_split));
+  config.blockDim = dim3(WARPS * 32);
+  config.dynamicSmemBytes = Pipe::smem_bytes(in.m, k_tiles_per_rank(k_tiles, v.k_split));
+  config.attrs = attrs.attrs;
+  config.numAttrs = attrs.count;
+  const bool x_vec16 = reinterpret_cast<uintptr_t>(in.x) % 16 == 0 && in.stride % 8 == 0;
+  FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, static_cast<const uint4*>(w.data), row_tiles, k_tiles, w.cols,
+                                        static_cast<const T*>(in.x), in.stride, x_vec16, in.m, v.k_split, norm, epi,
+                                        options.trace));
+  return Status();
+}
+
+template <typename T, int MT, int RT, int WARPS, class Epilogue>
 Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm, const Epilogue& epi,
                     const SkinnyGemmVariant& v, SkinnyGemmLaunch options, cudaStream_t stream) {
   const int64_t row_tiles = mma_tiles(w.rows), k_tiles = mma_tiles(w.cols);
@@ -912,7 +1107,16 @@ Status launch_variant(const PackedWeight& w, const SkinnyInput& in, const Skinny
   if (v.k_split < 1 || v.k_split > 8)
     return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(), ": k_split=", v.k_split,
                                  " (supported: 1..8, the portable cluster size)"));
-  // launch_shape serves both pipelines; the CTA pipeline has no 4 x 8 shape.
+  if (v.pipeline == SkinnyPipeline::kRegisters) {
+    switch (v.row_tiles * 100 + v.warps) {
+      case 104: return launch_register_pipeline<T, MT, 1, 4>(w, in, norm, epi, v, options, stream);
+      case 108: return launch_register_pipeline<T, MT, 1, 8>(w, in, norm, epi, v, options, stream);
+      default:
+        return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(),
+                                     " (register pipeline: row_tiles x warps in 1x4, 1x8; k_split 1..8)"));
+    }
+  }
+  // launch_shape serves the warp and CTA pipelines; the CTA pipeline has no 4 x 8 shape.
   const bool cta = v.pipeline == SkinnyPipeline::kCtaSplitRows;
   switch (v.row_tiles * 100 + v.warps) {
     case 104: return launch_shape<T, MT, 1, 4>(w, in, norm, epi, v, options, stream);
