@@ -829,7 +829,9 @@ template <typename T, int MT, int RT, int WARPS>
 struct RegPipe {
   static constexpr int kTiles = RT * WARPS;
   static constexpr int kHalfKTiles = RT >= 4 ? 1 : 4 / RT;  // H: 4 loads a lane per half
-  static constexpr int kWindowKTiles = 128;                  // a multiple of 2H
+  // Activation columns staged at a time (a multiple of 2H): 2,048 (4 KB a token), 1,024 from 9
+  // tokens on, so that 16 tokens take 33 KB and four CTAs still share an SM.
+  static constexpr int kWindowKTiles = MT == 1 ? 128 : 64;
   static constexpr int kPartBytes = kTiles * MT * 4 * 32 * static_cast<int>(sizeof(float));
   // Activation row stride in elements: +8 as in SkinnyPipe (rows in different banks).
   static FUSELM_HD int x_stride(int64_t rank_k_tiles) {
@@ -871,7 +873,7 @@ __global__ void __launch_bounds__(WARPS * 32, 32 / WARPS)
   const int64_t tile0 = static_cast<int64_t>(blockIdx.x / k_split) * NT;
   const int tiles_here = static_cast<int>(min(static_cast<int64_t>(NT), row_tiles - tile0));
   // The cluster rank's K range depends on K and k_split only, never on m.
-  // 32-bit k-tile indices (K < 2^31 / 16: checked by the launcher) keep the loop's registers few.
+  // 32-bit k-tile indices (k_tiles * 32 < 2^31: checked by the launcher) keep the loop's registers few.
   const int per_cta = static_cast<int>(k_tiles_per_rank(k_tiles, k_split));
   const int k_begin = rank * per_cta;
   const int k_end = min(static_cast<int>(k_tiles), k_begin + per_cta);

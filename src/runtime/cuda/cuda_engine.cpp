@@ -221,8 +221,10 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
   // many tokens share the step (prefill chunk size, other requests' prompts).
   const GemmPlan::Choice gemm_choice = options.path == ExecutionPath::Fused ? GemmPlan::Choice::BatchInvariant
                                                                            : GemmPlan::Choice::FastestPerBucket;
-  for (const GemmShape& s : {qkv_shape_, wo_shape_, gate_up_shape_, down_shape_})
-    FUSELM_THROW_IF_FAILED(gemm_.add(s, limits.max_tokens, gemm_choice));
+  // The layers' projections on cuBLASLt only where prefill does not run the sm_90a GEMMs.
+  if (!prefill_sm90_)
+    for (const GemmShape& s : {qkv_shape_, wo_shape_, gate_up_shape_, down_shape_})
+      FUSELM_THROW_IF_FAILED(gemm_.add(s, limits.max_tokens, gemm_choice));
   FUSELM_THROW_IF_FAILED(gemm_.add(lm_head_shape_, limits.logits_rows, gemm_choice));
 
   if (fused) {
