@@ -81,6 +81,8 @@ TEST(DecodeTimeline, EveryKernelStampsAnOrderedRecord) {
       ASSERT_NE(t.end_complement, KernelTrace::kUnset);
       EXPECT_LE(t.start, t.released);
       EXPECT_LE(t.released, t.end());
+      EXPECT_LE(t.start, t.first_end);
+      EXPECT_LE(t.first_end, t.end());
       EXPECT_LE(t.start, t.last_start());
       EXPECT_LE(t.released, t.last_released());
       EXPECT_LE(t.last_released(), t.end());
@@ -110,16 +112,16 @@ constexpr const char* kMarkNames =
 
 // Lab: batch 1 and batch 16, prompt 512, the mean over 16 steps and over the layers of each step of, per kind of
 // kernel: when its first and last CTA start, are released from the wait, reach each mark (the
-// last CTA), and end, relative to its predecessor's end.
+// last CTA), and end (last, then first), relative to its predecessor's end.
 TEST(DecodeTimeline, DISABLED_Lab) {
   FUSELM_REQUIRE_GPU();
   LoadOptions load;
   load.materialize_synthetic = false;
   const char* kOps[] = {"qkv", "attention", "o", "gate_up", "down"};
-  constexpr int kColumns = 11;
-  const char* kColumnNames[kColumns] = {"start", "start_l", "rel",  "rel_l", "m0_l", "m1_l",
-                                        "m2_l",  "m3_l",    "m4_l", "m5_l",  "end_l"};
-  std::printf("[bench] us after the predecessor's end (_l: last CTA); %s\n", kMarkNames);
+  constexpr int kColumns = 12;
+  const char* kColumnNames[kColumns] = {"start", "start_l", "rel",  "rel_l", "m0_l",  "m1_l",
+                                        "m2_l",  "m3_l",    "m4_l", "m5_l",  "end_l", "end"};
+  std::printf("[bench] us after the predecessor's end (_l: last CTA; end: first CTA's end); %s\n", kMarkNames);
   std::printf("[bench] %-13s %5s %-9s", "shape", "batch", "kernel");
   for (const char* c : kColumnNames) std::printf(" %8s", c);
   std::printf(" %8s\n", "step_us");
@@ -141,7 +143,7 @@ TEST(DecodeTimeline, DISABLED_Lab) {
             const double prev_end = static_cast<double>(t[static_cast<size_t>(i - 1)].end());
             const uint64_t at[kColumns] = {k.start,   k.last_start(), k.released, k.last_released(),
                                            k.mark(0), k.mark(1),      k.mark(2),  k.mark(3),
-                                           k.mark(4), k.mark(5),      k.end()};
+                                           k.mark(4), k.mark(5),      k.end(),      k.first_end};
             for (int c = 0; c < kColumns; ++c) {
               if (at[c] == KernelTrace::kUnset) continue;  // a mark this kernel does not have
               sum[op][c] += (static_cast<double>(at[c]) - prev_end) * 1e-3;

@@ -4,7 +4,8 @@
 // A traced kernel gets one KernelTrace slot and stamps the GPU's global nanosecond timer when its
 // first and last CTA start, when its first and last CTA are past the wait for the previous kernel,
 // when its last CTA reaches each of a few marks inside the kernel (what they mean is the kernel's:
-// kMarkNames in tests/gpu/decode_timeline_test.cu), and when its last CTA ends. Marks 0-2 come in
+// kMarkNames in tests/gpu/decode_timeline_test.cu), and when its first and last CTA end (the spread
+// between them is the kernel's tail: the time its grid runs short of work). Marks 0-2 come in
 // order between the release and the end; marks 3-5 split a stretch of the kernel further and may lie
 // anywhere (before the wait too). A null slot (the
 // default) records nothing: one predicated branch per stamp.
@@ -26,6 +27,7 @@ struct KernelTrace {
   uint64_t last_released_complement = kUnset;
   uint64_t mark_complement[kMarks] = {kUnset, kUnset, kUnset, kUnset, kUnset, kUnset};  // last CTA at mark i
   uint64_t end_complement = kUnset;
+  uint64_t first_end = kUnset;  // first CTA's end (ns)
   FUSELM_HD static uint64_t latest(uint64_t complement) { return complement == kUnset ? kUnset : ~complement; }
   FUSELM_HD uint64_t last_start() const { return latest(last_start_complement); }
   FUSELM_HD uint64_t last_released() const { return latest(last_released_complement); }
@@ -64,7 +66,10 @@ __device__ __forceinline__ void trace_mark(KernelTrace* t, int mark) {
   if (t != nullptr) trace_last(&t->mark_complement[mark], global_timer_ns());
 }
 __device__ __forceinline__ void trace_end(KernelTrace* t) {
-  if (t != nullptr) trace_last(&t->end_complement, global_timer_ns());
+  if (t == nullptr) return;
+  const uint64_t now = global_timer_ns();
+  trace_first(&t->first_end, now);
+  trace_last(&t->end_complement, now);
 }
 #endif
 
