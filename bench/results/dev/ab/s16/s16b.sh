@@ -20,7 +20,7 @@ timeout 200 bash scripts/gpu-ab.sh llama-3.1-8b 3 rules g:$G8 a:$A8 -- --device 
 echo "ab8 $((SECONDS-start)) s"
 timeout 200 bash scripts/gpu-ab.sh llama-3.2-1b 3 rules g:$G1 a:$A1 -- --device cuda --dtype bf16 --scenario latency --reps 2 2>&1 | grep -v "^=="
 echo "ab1 $((SECONDS-start)) s"
-timeout 120 bash scripts/gpu-ab.sh llama-3.1-8b 2 rules m:$M8 -- --device cuda --dtype bf16 --scenario throughput --batches 16 --reps 2 2>&1 | grep -v "^==" | grep -v "latency tok/s.*-"
+timeout 120 bash scripts/gpu-ab.sh llama-3.1-8b 2 rules16 m16:$M8 -- --device cuda --dtype bf16 --scenario throughput --batches 16 --reps 2 2>&1 | grep -v "^==" | grep -v "latency tok/s.*-"
 echo "ab16 $((SECONDS-start)) s"
 for s in llama-3.1-8b llama-3.2-1b; do for arm in a rules; do
   p=bench/results/dev/ab/$s-$arm.plan.json; [ -f $p ] || p=""
