@@ -7,14 +7,16 @@
 namespace fuselm {
 
 void pack_mma_tiles(const void* src, DType src_dtype, int64_t src_rows, int64_t cols,
-                    std::span<const int64_t> row_map, DType dst_dtype, void* dst) {
+                    std::span<const int64_t> row_map, DType dst_dtype, void* dst, int group) {
   FUSELM_CHECK(dst_dtype == DType::BF16 || dst_dtype == DType::F16,
                "pack_mma_tiles: packed weights are bf16 or f16, not ", dtype_name(dst_dtype));
   FUSELM_CHECK(src_dtype != DType::Q8_0, "pack_mma_tiles: dequantize Q8_0 weights first");
-  const int64_t packed_rows = mma_tiles(row_map.empty() ? src_rows : static_cast<int64_t>(row_map.size())) * 16;
+  FUSELM_CHECK(group >= 1, "pack_mma_tiles: tile group ", group, " must be positive");
+  const int64_t logical_rows = row_map.empty() ? src_rows : static_cast<int64_t>(row_map.size());
+  const int64_t packed_rows = mma_tiles(logical_rows) * 16;
   const int64_t k_tiles = mma_tiles(cols);
   auto* out = static_cast<uint16_t*>(dst);
-  std::memset(out, 0, static_cast<size_t>(packed_rows * k_tiles * 16) * sizeof(uint16_t));
+  std::memset(out, 0, static_cast<size_t>(mma_packed_elems(logical_rows, cols, group)) * sizeof(uint16_t));
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < packed_rows; ++r) {
     int64_t s = -1;
@@ -27,7 +29,7 @@ void pack_mma_tiles(const void* src, DType src_dtype, int64_t src_rows, int64_t 
     FUSELM_CHECK(s < src_rows, "pack_mma_tiles: row map entry ", s, " out of range (", src_rows, " rows)");
     for (int64_t c = 0; c < cols; ++c) {
       const float v = load_as_f32(src, src_dtype, s * cols + c);
-      out[mma_packed_index(r, c, k_tiles)] = dst_dtype == DType::BF16 ? f32_to_bf16_bits(v) : f32_to_f16_bits(v);
+      out[mma_packed_index(r, c, k_tiles, group)] = dst_dtype == DType::BF16 ? f32_to_bf16_bits(v) : f32_to_f16_bits(v);
     }
   }
 }

@@ -16,6 +16,8 @@
 #include <string>
 
 #include "gpu_test_util.h"
+#include "kernels/cuda/skinny_gemm.h"
+#include "plan/plan.h"
 #include "reference_model.h"
 #include "runtime/cuda/cuda_engine.h"
 #include "runtime/cuda/fused_decoder.h"
@@ -204,6 +206,43 @@ TEST(FusedEngine, DecodeIsBitwiseBatchInvariant) {
   EXPECT_EQ(0, std::memcmp(alone.data(), run_target(*engine, prompt, feed, 0, 1).data(), alone.size() * sizeof(float)));
   auto second = make_cuda_engine(model, options(ExecutionPath::Fused, 16));
   EXPECT_EQ(0, std::memcmp(alone.data(), run_target(*second, prompt, feed, 0, 1).data(), alone.size() * sizeof(float)));
+}
+
+// A plan whose decode GEMMs run the register pipeline for every token count (so their weights are
+// packed in tile groups: skinny_tile_group), each op in the rules' rounding class, decodes with the
+// rules' bits: alone, and beside 15 others (16-token launches).
+TEST(FusedEngine, RegisterPipelineInTileGroupsGivesTheRulesBits) {
+  FUSELM_REQUIRE_GPU();
+  if (!skinny_gemm_clusters_supported()) GTEST_SKIP() << "the rules' rounding classes here need cluster K splits";
+  const TargetCase c = target_case();
+  const EngineOptions o = options(ExecutionPath::Fused);
+  auto rules_engine = make_cuda_engine(*c.model, o);
+  const std::vector<float> want = run_target(*rules_engine, c.prompt, c.feed, 0, 1);
+  rules_engine.reset();
+
+  Plan plan = make_rule_plan(c.config, o.dtype, query_gpu_identity(),
+                             make_plan_limits(c.config, o.max_batch, o.max_prefill_tokens, o.max_seq_len));
+  for (DecodeGemmChoice& g : plan.decode.gemm) {
+    const std::string cls = skinny_rounding_class(g.variant);  // "k<split>" here (CTA pipeline and twins)
+    ASSERT_EQ(cls.find('x'), std::string::npos) << plan_op_name(g.op) << ": " << g.variant;
+    const std::string reg = cls == "k1" ? "rt1_w8_reg" : "rt1_w8_" + cls + "_reg";
+    ASSERT_EQ(skinny_rounding_class(reg), cls);
+    g.variant = g.single_token_variant = reg;
+  }
+  complete_plan(plan);
+  const std::string path = testing::TempDir() + "fuselm-register-plan-" + std::to_string(getpid()) + ".json";
+  save_plan_file(plan, path);
+  EngineOptions with_plan = o;
+  with_plan.plan_file = path;
+  auto engine = make_cuda_engine(*c.model, with_plan);
+  std::remove(path.c_str());
+  for (int others : {0, 15}) {
+    const std::vector<float> got = run_target(*engine, c.prompt, c.feed, others, 300 + others);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(first_bitwise_difference(want, got), want.size())
+        << "beside " << others << " others: first differing logit at decode step "
+        << first_bitwise_difference(want, got) / c.config.vocab_size;
+  }
 }
 
 // The target run alone on a fresh engine: what the repeat and restart checks below compare.

@@ -444,6 +444,55 @@ TEST(SkinnyGemm, VariantsOfOneRoundingClassGiveTheSameBits) {
   }
 }
 
+// The register pipeline reads weights packed in tile groups of its row tiles per CTA (mma_packing.h)
+// with the bits it has on the row-tile-major layout (K = 14,336: several activation windows; 200 rows:
+// a last group padded with zero tiles); the other pipelines, and a group not the CTA's, are refused.
+TEST(SkinnyGemm, RegisterPipelineReadsTileGroupsWithTheSameBits) {
+  REQUIRE_GPU();
+  const bool clusters = skinny_gemm_clusters_supported();
+  const DType t = DType::BF16;
+  int compared = 0;
+  for (Shape s : {Shape{512, 4096}, Shape{200, 1030}, Shape{272, 14336}}) {
+    TestWeight w(s.rows, s.cols, t);
+    for (const auto& v : skinny_gemm_variants()) {
+      if (v.pipeline != SkinnyPipeline::kRegisters || (v.k_split > 1 && !clusters)) continue;
+      const int group = v.row_tiles * v.warps;
+      std::vector<uint16_t> buf(mma_packed_elems(s.rows, s.cols, group));
+      pack_mma_tiles(w.host.data(), DType::F32, s.rows, s.cols, {}, t, buf.data(), group);
+      DeviceBuffer<uint16_t> grouped_dev(buf.size());
+      grouped_dev.upload(buf);
+      const PackedWeight grouped{grouped_dev.ptr, t, s.rows, s.cols, group};
+      for (int m : {1, 5, 16}) {
+        TestInput in(m, s.cols, t, s.cols + s.cols % 8);
+        DeviceBuffer<float> plain(int64_t{m} * s.rows), got(int64_t{m} * s.rows);
+        plain.poison();
+        got.poison();
+        STATUS_OK(skinny_gemm_store(w.view, in.view, SkinnyNorm{}, plain.ptr, DType::F32, s.rows, v, nullptr));
+        STATUS_OK(skinny_gemm_store(grouped, in.view, SkinnyNorm{}, got.ptr, DType::F32, s.rows, v, nullptr));
+        EXPECT_TRUE(bitwise_equal(plain.download(), got.download()))
+            << v.name() << " " << s.rows << "x" << s.cols << " m=" << m;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 0);
+
+  TestWeight w(64, 64, t);
+  std::vector<uint16_t> buf(mma_packed_elems(64, 64, 8));
+  pack_mma_tiles(w.host.data(), DType::F32, 64, 64, {}, t, buf.data(), 8);
+  DeviceBuffer<uint16_t> dev(buf.size());
+  dev.upload(buf);
+  const PackedWeight grouped{dev.ptr, t, 64, 64, 8};
+  TestInput in(1, 64, t, 64);
+  DeviceBuffer<float> out(64);
+  for (SkinnyGemmVariant v : {SkinnyGemmVariant{1, 8, 1}, SkinnyGemmVariant{1, 8, 1, SkinnyPipeline::kCtaSplitRows},
+                              SkinnyGemmVariant{1, 4, 1, SkinnyPipeline::kRegisters}}) {
+    const Status st = skinny_gemm_store(grouped, in.view, SkinnyNorm{}, out.ptr, DType::F32, 64, v, nullptr);
+    EXPECT_FALSE(st.ok()) << v.name();
+    EXPECT_NE(st.message().find("tile group"), std::string::npos) << st.message();
+  }
+}
+
 TEST(SkinnyGemm, QkvRopeWritesRotatedQueryAndPagedCache) {
   REQUIRE_GPU();
   for (int head_dim : {64, 128})

@@ -59,6 +59,47 @@ TEST(MmaPacking, PacksWithRowMapAndZeroPadding) {
     }
 }
 
+// Tile groups: k-tile kt of a group's row tiles side by side, the group's K range one run; the
+// row tiles padded to whole groups with zeros.
+TEST(MmaPacking, TileGroupsInterleaveTheirRowTilesAlongK) {
+  const int64_t rows = 70, cols = 40, k_tiles = mma_tiles(cols);  // 5 row tiles, 3 k-tiles
+  for (int group : {1, 2, 4, 8}) {
+    SCOPED_TRACE(group);
+    const int64_t row_tiles = mma_packed_row_tiles(rows, group);
+    EXPECT_EQ(row_tiles % group, 0);
+    EXPECT_GE(row_tiles, mma_tiles(rows));
+    std::set<int64_t> seen;
+    for (int64_t rt = 0; rt < row_tiles; ++rt)
+      for (int64_t kt = 0; kt < k_tiles; ++kt) {
+        const int64_t t = mma_tile_index(rt, kt, k_tiles, group);
+        ASSERT_LT(t, row_tiles * k_tiles);
+        ASSERT_TRUE(seen.insert(t).second);
+        // The group's tiles of one k-tile are adjacent, and its next k-tile follows them.
+        if (rt % group > 0) {
+          EXPECT_EQ(t, mma_tile_index(rt - 1, kt, k_tiles, group) + 1);
+        }
+        if (kt > 0) {
+          EXPECT_EQ(t, mma_tile_index(rt, kt - 1, k_tiles, group) + group);
+        }
+      }
+  }
+  EXPECT_EQ(mma_tile_index(3, 2, 7, 1), 3 * 7 + 2);  // group 1: the row-tile-major layout
+
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> w(rows * cols);
+  for (auto& v : w) v = dist(gen);
+  for (int group : {1, 4}) {
+    std::vector<uint16_t> packed(mma_packed_elems(rows, cols, group), 0xffff);
+    pack_mma_tiles(w.data(), DType::F32, rows, cols, {}, DType::BF16, packed.data(), group);
+    for (int64_t r = 0; r < mma_packed_row_tiles(rows, group) * 16; ++r)
+      for (int64_t c = 0; c < k_tiles * 16; ++c) {
+        const uint16_t want = (r < rows && c < cols) ? f32_to_bf16_bits(w[r * cols + c]) : 0;
+        ASSERT_EQ(packed[mma_packed_index(r, c, k_tiles, group)], want) << group << ": " << r << "," << c;
+      }
+  }
+}
+
 TEST(MmaPacking, QkvRowMapPairsRotateHalfPartnersInOneLane) {
   const int heads = 2, kv_heads = 1, head_dim = 32, half = 16;
   const auto map = qkv_rope_row_map(heads, kv_heads, head_dim);

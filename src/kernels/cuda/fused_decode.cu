@@ -52,15 +52,17 @@ __global__ void fused_embed_kernel(const void* table, DType dtype, int hidden, c
   }
 }
 
-// One thread per (tile, lane): gathers the lane's 8 fragment values and stores them as 16 bytes.
+// One thread per (stored tile, lane): gathers the lane's 8 fragment values and stores them as 16
+// bytes. Stored tile i holds row tile nt, k-tile kt of mma_tile_index (tile groups of `group`).
 __global__ void pack_kernel(const uint16_t* src, int64_t src_rows, int64_t cols, const int64_t* row_map,
-                            int64_t packed_rows, int64_t k_tiles, uint4* dst) {
+                            int64_t packed_rows, int64_t k_tiles, int group, uint4* dst) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t total = mma_tiles(packed_rows) * k_tiles * 32;
+  const int64_t total = mma_packed_row_tiles(packed_rows, group) * k_tiles * 32;
   if (idx >= total) return;
   const int lane = static_cast<int>(idx % 32);
   const int64_t tile = idx / 32;
-  const int64_t nt = tile / k_tiles, kt = tile % k_tiles;
+  const int64_t in_group = tile % (k_tiles * group);
+  const int64_t nt = tile / (k_tiles * group) * group + in_group % group, kt = in_group / group;
   const int g = lane / 4, t = lane % 4;
   uint16_t v[8];
 #pragma unroll
@@ -95,13 +97,15 @@ Status fused_embed(const void* table, DType dtype, int hidden, const int32_t* to
 }
 
 Status pack_mma_tiles_device(const void* src, DType dtype, int64_t src_rows, int64_t cols, const int64_t* row_map,
-                             int64_t packed_rows, void* dst, cudaStream_t stream) {
+                             int64_t packed_rows, void* dst, cudaStream_t stream, int group) {
   if (dtype != DType::BF16 && dtype != DType::F16)
     return Status::error(str_cat("pack_mma_tiles_device: unsupported dtype=", dtype_name(dtype), " (supported: bf16, f16)"));
-  const int64_t total = mma_tiles(packed_rows) * mma_tiles(cols) * 32;
+  if (group < 1) return Status::error(str_cat("pack_mma_tiles_device: tile group ", group, " must be positive"));
+  const int64_t total = mma_packed_row_tiles(packed_rows, group) * mma_tiles(cols) * 32;
   const int threads = 256;
   pack_kernel<<<static_cast<unsigned>((total + threads - 1) / threads), threads, 0, stream>>>(
-      static_cast<const uint16_t*>(src), src_rows, cols, row_map, packed_rows, mma_tiles(cols), static_cast<uint4*>(dst));
+      static_cast<const uint16_t*>(src), src_rows, cols, row_map, packed_rows, mma_tiles(cols), group,
+      static_cast<uint4*>(dst));
   FUSELM_CUDA_RETURN_LAUNCH();
   return Status();
 }

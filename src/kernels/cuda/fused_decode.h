@@ -102,9 +102,10 @@ Status fused_embed(const void* table, DType dtype, int hidden, const int32_t* to
                    float* residual, void* xg, float* partials, cudaStream_t stream, bool pdl = false,
                    KernelTrace* trace = nullptr);
 
-// Repacks a row-major device matrix [src_rows][cols] into the fragment layout (mma_packing.h),
-// rows picked by row_map (device, packed_rows entries, -1 = zero row) or the identity when null.
+// Repacks a row-major device matrix [src_rows][cols] into the fragment layout (mma_packing.h) in
+// tile groups of `group`, rows picked by row_map (device, packed_rows entries, -1 = zero row) or the
+// identity when null. dst holds mma_packed_elems(packed_rows, cols, group) elements.
 Status pack_mma_tiles_device(const void* src, DType dtype, int64_t src_rows, int64_t cols, const int64_t* row_map,
-                             int64_t packed_rows, void* dst, cudaStream_t stream);
+                             int64_t packed_rows, void* dst, cudaStream_t stream, int group = 1);
 
 }  // namespace fuselm

@@ -18,6 +18,13 @@ SkinnyGemmVariant single_token_twin(const SkinnyGemmVariant& v) {
   return SkinnyGemmVariant{1, v.k_split, 1, SkinnyPipeline::kWarpSplitK};
 }
 
+int skinny_tile_group(const SkinnyGemmChoice& choice) {
+  const SkinnyGemmVariant &a = choice.variant, &b = choice.single_token;
+  if (a.pipeline != SkinnyPipeline::kRegisters || b.pipeline != SkinnyPipeline::kRegisters) return 1;
+  const int tiles = a.row_tiles * a.warps;
+  return tiles == b.row_tiles * b.warps ? tiles : 1;
+}
+
 std::string SkinnyGemmVariant::name() const {
   std::string n = str_cat("rt", row_tiles, "_w", warps);
   if (k_split != 1) n += str_cat("_k", k_split);

@@ -30,6 +30,9 @@ struct PackedWeight {
   DType dtype = DType::BF16;   // BF16 or F16
   int64_t rows = 0;            // packed (logical) rows, before padding to 16
   int64_t cols = 0;            // K, before padding to 16
+  // Row tiles per tile group (mma_packing.h): 1, which every variant reads, or the row tiles of a
+  // register-pipeline CTA (row_tiles * warps), which only that pipeline reads.
+  int tile_group = 1;
 };
 
 // The input activations: `m` rows of `cols` values (dtype of the weights), row stride in elements.
@@ -86,6 +89,11 @@ struct SkinnyGemmChoice {
   static SkinnyGemmChoice same(SkinnyGemmVariant v) { return {v, v}; }
   const SkinnyGemmVariant& for_tokens(int m) const { return m == 1 ? single_token : variant; }
 };
+
+// How an op's weights are packed for the variants it runs (mma_packing.h, PackedWeight::tile_group):
+// in tile groups of the row tiles a CTA owns when every variant is a register-pipeline variant with
+// that many (a group's K range is one contiguous run its CTA streams); else 1, which every variant reads.
+int skinny_tile_group(const SkinnyGemmChoice& choice);
 
 // Whether k_split > 1 and kCtaSplitRows can run here: the current device launches clusters and this
 // binary holds sm_90 code for it (a compute_80 PTX build, JIT-compiled on a newer GPU, has neither).

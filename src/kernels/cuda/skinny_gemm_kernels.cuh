@@ -861,7 +861,7 @@ template <typename T, int MT, int RT, int WARPS, class Epilogue>
 __global__ void __launch_bounds__(WARPS * 32, 32 / WARPS)
     skinny_gemm_reg_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
                            const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split,
-                           SkinnyNorm norm, Epilogue epilogue, KernelTrace* trace) {
+                           SkinnyNorm norm, Epilogue epilogue, KernelTrace* trace, int tile_group) {
   using Pipe = RegPipe<T, MT, RT, WARPS>;
   if (threadIdx.x == 0) trace_start(trace);
   constexpr int NT = Pipe::kTiles, H = Pipe::kHalfKTiles;
@@ -881,21 +881,24 @@ __global__ void __launch_bounds__(WARPS * 32, 32 / WARPS)
   T* xs = reinterpret_cast<T*>(smem);  // [m][xs_stride]: one window of the rank's activation columns
 
   const uint64_t policy = l2_evict_first_policy();
-  const uint4* wtile[RT];  // this lane's fragment of k-tile 0 of each of the warp's row tiles
+  // This lane's fragment of k-tile 0 of each of the warp's row tiles, and the step to the next
+  // k-tile: 512 bytes, or a tile group's (tile_group 1 or NT: mma_tile_index).
+  const uint4* wtile[RT];
   bool live[RT];
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
     const int j = warp * RT + r;
     live[r] = j < tiles_here;
-    wtile[r] = w + ((tile0 + j) * k_tiles) * 32 + lane;
+    wtile[r] = w + mma_tile_index(tile0 + j, 0, k_tiles, tile_group) * 32 + lane;
   }
+  const int kt_step = tile_group * 32;
   uint4 wa[H][RT], wb[H][RT];
   auto load_half = [&](uint4 (&dst)[H][RT], int kt0) {
 #pragma unroll
     for (int h = 0; h < H; ++h)
 #pragma unroll
       for (int r = 0; r < RT; ++r)
-        if (kt0 + h < k_end && live[r]) dst[h][r] = load_weight_fragment(wtile[r] + (kt0 + h) * 32, policy);
+        if (kt0 + h < k_end && live[r]) dst[h][r] = load_weight_fragment(wtile[r] + (kt0 + h) * kt_step, policy);
   };
   float acc[RT][MT][4];
 #pragma unroll
@@ -1032,7 +1035,11 @@ Status launch_register_pipeline(const PackedWeight& w, const SkinnyInput& in, co
                                 cudaStream_t stream) {
   using Pipe = RegPipe<T, MT, RT, WARPS>;
   const int64_t row_tiles = mma_tiles(w.rows), k_tiles = mma_tiles(w.cols);
-  if (k_tiles * 32 > INT32_MAX)  // the kernel counts k-tiles, and offsets within a row tile, in 32 bits
+  if (w.tile_group != 1 && w.tile_group != Pipe::kTiles)
+    return Status::error(str_cat("skinny GEMM: ", v.name(), " reads weights packed in tile groups of 1 or ",
+                                 Pipe::kTiles, " (its row tiles per CTA), not ", w.tile_group));
+  // The kernel counts k-tiles, and offsets within a tile group's K range, in 32 bits.
+  if (k_tiles * 32 * w.tile_group > INT32_MAX)
     return Status::error(str_cat("skinny GEMM: K=", w.cols, " too long for the register pipeline (", v.name(), ")"));
   auto* kernel = skinny_gemm_reg_kernel<T, MT, RT, WARPS, Epilogue>;
   static KernelSupportCache cache;  // one per instance
@@ -1051,7 +1058,7 @@ Status launch_register_pipeline(const PackedWeight& w, const SkinnyInput& in, co
   const bool x_vec16 = reinterpret_cast<uintptr_t>(in.x) % 16 == 0 && in.stride % 8 == 0;
   FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, static_cast<const uint4*>(w.data), row_tiles, k_tiles, w.cols,
                                         static_cast<const T*>(in.x), in.stride, x_vec16, in.m, v.k_split, norm, epi,
-                                        options.trace));
+                                        options.trace, w.tile_group));
   return Status();
 }
 
@@ -1118,6 +1125,10 @@ Status launch_variant(const PackedWeight& w, const SkinnyInput& in, const Skinny
                                      " (register pipeline: row_tiles x warps in 1x4, 1x8; k_split 1..8)"));
     }
   }
+  if (w.tile_group != 1)
+    return Status::error(str_cat("skinny GEMM: ", v.name(), " reads weights packed row tile by row tile (tile group "
+                                 "1), not in tile groups of ", w.tile_group, "; only the register pipeline (_reg) reads "
+                                 "tile groups"));
   // launch_shape serves the warp and CTA pipelines; the CTA pipeline has no 4 x 8 shape.
   const bool cta = v.pipeline == SkinnyPipeline::kCtaSplitRows;
   switch (v.row_tiles * 100 + v.warps) {

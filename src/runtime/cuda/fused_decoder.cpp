@@ -103,24 +103,27 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
     int64_t src_rows, cols;
     const std::vector<int64_t>* row_map;
     PackedWeight* dst;
+    int tile_group = 1;  // as the op's variants read it (skinny_tile_group)
     size_t offset = 0;
   };
+  const int qkv_group = skinny_tile_group(variants.qkv), o_group = skinny_tile_group(variants.o);
+  const int gate_up_group = skinny_tile_group(variants.gate_up), down_group = skinny_tile_group(variants.down);
   m.layers.resize(config.num_layers);
   std::vector<Matrix> matrices;
   for (int l = 0; l < config.num_layers; ++l) {
     const DeviceLayerWeights& w = weights.layers[l];
     FusedDecodeLayer& fl = m.layers[l];
-    matrices.push_back({w.qkv, q_dim + 2 * kv_dim, hidden, &qkv_map, &fl.qkv});
-    matrices.push_back({w.wo, hidden, q_dim, nullptr, &fl.o});
-    matrices.push_back({w.gate_up, 2 * static_cast<int64_t>(ffn), hidden, &gate_up_map, &fl.gate_up});
-    matrices.push_back({w.down, hidden, ffn, nullptr, &fl.down});
+    matrices.push_back({w.qkv, q_dim + 2 * kv_dim, hidden, &qkv_map, &fl.qkv, qkv_group});
+    matrices.push_back({w.wo, hidden, q_dim, nullptr, &fl.o, o_group});
+    matrices.push_back({w.gate_up, 2 * static_cast<int64_t>(ffn), hidden, &gate_up_map, &fl.gate_up, gate_up_group});
+    matrices.push_back({w.down, hidden, ffn, nullptr, &fl.down, down_group});
   }
-  matrices.push_back({weights.lm_head, vocab, hidden, nullptr, &m.lm_head});
+  matrices.push_back({weights.lm_head, vocab, hidden, nullptr, &m.lm_head, skinny_tile_group(variants.lm_head)});
   Carver packed;
   for (Matrix& mat : matrices) {
     const int64_t rows = mat.row_map != nullptr ? static_cast<int64_t>(mat.row_map->size()) : mat.src_rows;
-    *mat.dst = PackedWeight{nullptr, dtype, rows, mat.cols};
-    mat.offset = packed.take(dtype_bytes(dtype, mma_packed_elems(rows, mat.cols)));
+    *mat.dst = PackedWeight{nullptr, dtype, rows, mat.cols, mat.tile_group};
+    mat.offset = packed.take(dtype_bytes(dtype, mma_packed_elems(rows, mat.cols, mat.tile_group)));
   }
   packed_ = DeviceBuffer::allocate(packed.total(), "the fused decode path's packed weights");
   {
@@ -136,7 +139,7 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
       mat.dst->data = packed_.at<void>(mat.offset);
       const int64_t* map = mat.row_map == &qkv_map ? qkv_map_dev : mat.row_map == &gate_up_map ? gate_up_map_dev : nullptr;
       FUSELM_THROW_IF_FAILED(pack_mma_tiles_device(mat.src, dtype, mat.src_rows, mat.cols, map, mat.dst->rows,
-                                                   packed_.at<void>(mat.offset), stream));
+                                                   packed_.at<void>(mat.offset), stream, mat.tile_group));
     }
     FUSELM_CUDA_THROW(cudaStreamSynchronize(stream));  // before the row maps are freed
   }
