@@ -66,8 +66,9 @@ enum class SkinnyPipeline : int {
   kRegisters = 2,
 };
 
-// Kernel shape: row tiles (per CTA for kWarpSplitK, per warp for kCtaSplitRows), warps, CTAs per
-// thread-block cluster that split K (k_split > 1 needs clusters: sm_90 or newer) and pipeline. The
+// Kernel shape: row tiles (per CTA for kWarpSplitK, per warp for kCtaSplitRows and kRegisters),
+// warps, CTAs per thread-block cluster that split K (k_split > 1 needs clusters: sm_90 or newer) and
+// pipeline. The
 // variant may depend on the matrix shape but never on m: the K boundaries, and so the bits, do.
 // Chosen once per shape by the plan (default_skinny_variant).
 struct SkinnyGemmVariant {
