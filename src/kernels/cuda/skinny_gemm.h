@@ -122,6 +122,11 @@ struct SkinnyGemmLaunch {
   bool single_token_twin = true;
   // Timeline slot (kernel_trace.h); null records nothing.
   KernelTrace* trace = nullptr;
+  // With pdl: let the next kernel launch as soon as this one starts (its CTAs then take what room
+  // this grid leaves) instead of once this grid's weight stream is issued. Warp pipeline only (the
+  // others ignore it). A lab switch for the decode step's QKV projection, so that decode attention's
+  // first loads, which need nothing from it, start sooner (docs/kernels/fused_decode.md).
+  bool next_at_start = false;
 };
 
 // out[m][n] (+)= result, written as `out_dtype` (F32, BF16 or F16) with row stride out_stride.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
@@ -94,6 +95,7 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
   m.embedding = weights.embedding;
   m.inv_freq = weights.rope_inv_freq;
   m.variants = variants;
+  if (const char* lab = std::getenv("FUSELM_LAB_QKV_TRIGGER")) m.qkv_next_at_start = std::string(lab) == "1";
 
   // Packed weights: per layer qkv, o, gate_up, down, then the LM head.
   const std::vector<int64_t> qkv_map = qkv_rope_row_map(config.num_heads, config.num_kv_heads, config.head_dim);
