@@ -4,8 +4,8 @@
 // At any moment a few thousand streams sit at scattered addresses. The alternative lays the same
 // bytes out stage-major: stage t of every CTA is one block, CTA after CTA, so the grid sweeps the
 // matrix front to back as a window. Both read the same bytes with the same grid, stages and bulk
-// copies; only the addresses differ. Also: plain 16-byte loads with warps as streams, and the
-// grid-stride read kernel of `fuselm bench`'s peak as the reference.
+// copies; only the addresses differ. Also: plain 16-byte loads with warps as streams (and in tile
+// groups), and the grid-stride read kernel of `fuselm bench`'s peak as the reference.
 // Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a read_pattern_probe.cu
 // Run: ./a.out [bytes_per_window]   (default 235 MB, the 8B gate/up matrix)
 #include <cuda_runtime.h>
@@ -24,7 +24,9 @@
     }                                                                               \
   } while (0)
 
-enum Order { kRegion = 0, kStageMajor = 1 };
+// kTileGroup (plain loads only): each CTA's bytes one run, its warps side by side at each 512-byte
+// step (a tile group of the decode GEMM's register pipeline: mma_packing.h).
+enum Order { kRegion = 0, kStageMajor = 1, kTileGroup = 2 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
@@ -91,11 +93,17 @@ __global__ void __launch_bounds__(256) plain_read(const char* __restrict__ w, in
   const int lane = threadIdx.x % 32, j = threadIdx.x / 32, streams = blockDim.x / 32;
   constexpr int kChunk = U * 512;
   unsigned long long acc = 0;
+  const size_t per_cta = static_cast<size_t>(stages_total) * streams * kChunk;
   for (int t = 0; t < stages_total; ++t) {
     const char* p = w + chunk_offset(order, blockIdx.x, t, j, gridDim.x, streams, kChunk, stages_total);
     uint4 v[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) v[u] = __ldcs(reinterpret_cast<const uint4*>(p + u * 512) + lane);
+    for (int u = 0; u < U; ++u) {
+      const char* at = order == kTileGroup
+                           ? w + blockIdx.x * per_cta + ((static_cast<size_t>(t) * U + u) * streams + j) * 512
+                           : p + u * 512;
+      v[u] = __ldcs(reinterpret_cast<const uint4*>(at) + lane);
+    }
 #pragma unroll
     for (int u = 0; u < U; ++u) acc += v[u].x ^ v[u].w;
   }
@@ -184,10 +192,11 @@ int main(int argc, char** argv) {
       const size_t stage = 8 * kU * 512;
       const int stages_total = static_cast<int>(window / (stage * grid));
       const size_t bytes = stage * grid * stages_total;
-      for (int order : {kRegion, kStageMajor}) {
+      for (int order : {kRegion, kStageMajor, kTileGroup}) {
         auto r = time([&](char* w) { plain_read<kU><<<grid, 256>>>(w, order, stages_total, sink); }, bytes);
         char name[96];
-        std::snprintf(name, sizeof name, "plain g%d 8 warps 2KB %s", grid, order == kRegion ? "region" : "stage-major");
+        std::snprintf(name, sizeof name, "plain g%d 8 warps 2KB %s", grid,
+                      order == kRegion ? "region" : order == kStageMajor ? "stage-major" : "tile-group");
         std::printf("%-44s %8.2f %8.3f\n", name, r.first, r.second);
       }
     }

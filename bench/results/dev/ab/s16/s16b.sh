@@ -11,6 +11,8 @@ source scripts/gpu-env.sh
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real -DFUSELM_MODELS_DIR=$PWD/.gpu-models > /tmp/c.log 2>&1 || tail -20 /tmp/c.log
 cmake --build build-gpu -j 16 --target fuselm gpu_skinny_gemm_test gpu_plan_kernels_test gpu_decode_timeline_test gpu_fused_engine_test > /tmp/b.log 2>&1 || { tail -30 /tmp/b.log; exit 1; }
 echo "build $((SECONDS-start)) s"
+nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a bench/lab/read_pattern_probe.cu -o /tmp/rpp && /tmp/rpp > $OUT/read-pattern.txt 2>&1
+grep -E "peak|s8 c1024 d4|plain g448" $OUT/read-pattern.txt | tail -7
 timeout 150 build-gpu/tests/gpu_skinny_gemm_test --gtest_filter='SkinnyGemm.*' 2>&1 | grep -E "^\[  (FAILED|PASSED) |Failure|rt1_w|tests ran" | head -30
 timeout 60 build-gpu/tests/gpu_plan_kernels_test 2>&1 | grep -E "^\[  (FAILED|PASSED) |Failure" | head
 timeout 120 build-gpu/tests/gpu_fused_engine_test --gtest_filter='*Register*:*QkvTrigger*:*BatchInvariant*' 2>&1 | grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|differing" | head
