@@ -818,8 +818,8 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
 // Register pipeline: the CTA pipeline's cut (warp w owns row tiles w*RT .. w*RT+RT-1 of the CTA's
 // NT = RT * WARPS, over the K range of its cluster rank), with each lane loading its own 16-byte
 // fragment of every weight tile straight into registers: no producer warp, no bulk copies, no
-// weight stages in shared memory. Two halves of 4 loads a lane alternate, one multiplied while the
-// other is in flight. The activations of the rank's K range are staged once for all warps (in
+// weight stages in shared memory. Two halves of loads (4 a lane, 2 from 9 tokens on) alternate, one
+// multiplied while the other is in flight. The activations of the rank's K range are staged once for all warps (in
 // windows of kWindowKTiles k-tiles where the range is longer).
 //
 // Why: a read-order probe on the H200 (docs/kernels/skinny_gemm.md, session 16) streamed the 8B
@@ -829,7 +829,9 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
 template <typename T, int MT, int RT, int WARPS>
 struct RegPipe {
   static constexpr int kTiles = RT * WARPS;
-  static constexpr int kHalfKTiles = RT >= 4 ? 1 : 4 / RT;  // H: 4 loads a lane per half
+  // H: k-tiles per half, 4 loads a lane at one 8-token tile; 2 at two, whose accumulators and
+  // activation fragments take the registers (ptxas, 64 a thread: no spills then, 72 bytes at 4).
+  static constexpr int kHalfKTiles = (RT >= 4 ? 1 : 4 / RT) / (MT == 2 ? 2 : 1);
   // Activation columns staged at a time (a multiple of 2H): 2,048 (4 KB a token), 1,024 from 9
   // tokens on, so that 16 tokens take 33 KB and four CTAs still share an SM.
   static constexpr int kWindowKTiles = MT == 1 ? 128 : 64;
