@@ -819,8 +819,8 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
 // NT = RT * WARPS, over the K range of its cluster rank), with each lane loading its own 16-byte
 // fragment of every weight tile straight into registers: no producer warp, no bulk copies, no
 // weight stages in shared memory. Two halves of loads (4 a lane, 2 from 9 tokens on) alternate, one
-// multiplied while the other is in flight. The activations of the rank's K range are staged once for all warps (in
-// windows of kWindowKTiles k-tiles where the range is longer).
+// multiplied while the other is in flight. The activations of the rank's K range are staged once
+// for all warps (in windows of kWindowKTiles k-tiles where the range is longer).
 //
 // Why: a read-order probe on the H200 (docs/kernels/skinny_gemm.md, session 16) streamed the 8B
 // gate/up matrix's bytes in the CTA pipeline's order at 3.93 TB/s with 1 KB bulk copies and at
@@ -1032,6 +1032,12 @@ Status launch_warp_pipeline(cudaLaunchConfig_t config, int64_t grid, const uint4
   return Status();
 }
 
+// Whether every activation row starts 16-byte aligned (stage_activation_columns then copies 16 bytes
+// at a time, else 4).
+inline bool activations_take_16_byte_copies(const SkinnyInput& in) {
+  return reinterpret_cast<uintptr_t>(in.x) % 16 == 0 && in.stride % 8 == 0;
+}
+
 template <typename T, int MT, int RT, int WARPS, class Epilogue>
 Status launch_register_pipeline(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm,
                                 const Epilogue& epi, const SkinnyGemmVariant& v, SkinnyGemmLaunch options,
@@ -1058,7 +1064,7 @@ Status launch_register_pipeline(const PackedWeight& w, const SkinnyInput& in, co
   config.dynamicSmemBytes = Pipe::smem_bytes(in.m, k_tiles_per_rank(k_tiles, v.k_split));
   config.attrs = attrs.attrs;
   config.numAttrs = attrs.count;
-  const bool x_vec16 = reinterpret_cast<uintptr_t>(in.x) % 16 == 0 && in.stride % 8 == 0;
+  const bool x_vec16 = activations_take_16_byte_copies(in);
   FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, static_cast<const uint4*>(w.data), row_tiles, k_tiles, w.cols,
                                         static_cast<const T*>(in.x), in.stride, x_vec16, in.m, v.k_split, norm, epi,
                                         options.trace, w.tile_group));
@@ -1069,7 +1075,7 @@ template <typename T, int MT, int RT, int WARPS, class Epilogue>
 Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm, const Epilogue& epi,
                     const SkinnyGemmVariant& v, SkinnyGemmLaunch options, cudaStream_t stream) {
   const int64_t row_tiles = mma_tiles(w.rows), k_tiles = mma_tiles(w.cols);
-  const bool x_vec16 = reinterpret_cast<uintptr_t>(in.x) % 16 == 0 && in.stride % 8 == 0;
+  const bool x_vec16 = activations_take_16_byte_copies(in);
   const auto* wp = static_cast<const uint4*>(w.data);
   const auto* xp = static_cast<const T*>(in.x);
   cudaLaunchConfig_t config{};
@@ -1129,9 +1135,9 @@ Status launch_variant(const PackedWeight& w, const SkinnyInput& in, const Skinny
     }
   }
   if (w.tile_group != 1)
-    return Status::error(str_cat("skinny GEMM: ", v.name(), " reads weights packed row tile by row tile (tile group "
-                                 "1), not in tile groups of ", w.tile_group, "; only the register pipeline (_reg) reads "
-                                 "tile groups"));
+    return Status::error(str_cat("skinny GEMM: ", v.name(), " reads weights packed row tile by row tile (tile "
+                                 "group 1), not in tile groups of ", w.tile_group,
+                                 "; only the register pipeline (_reg) reads tile groups"));
   // launch_shape serves the warp and CTA pipelines; the CTA pipeline has no 4 x 8 shape.
   const bool cta = v.pipeline == SkinnyPipeline::kCtaSplitRows;
   switch (v.row_tiles * 100 + v.warps) {
