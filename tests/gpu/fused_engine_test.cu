@@ -208,10 +208,10 @@ TEST(FusedEngine, DecodeIsBitwiseBatchInvariant) {
   EXPECT_EQ(0, std::memcmp(alone.data(), run_target(*second, prompt, feed, 0, 1).data(), alone.size() * sizeof(float)));
 }
 
-// A plan whose decode GEMMs run the register pipeline for every token count (so their weights are
-// packed in tile groups: skinny_tile_group), each op in the rules' rounding class, decodes with the
-// rules' bits: alone, and beside 15 others (16-token launches).
-TEST(FusedEngine, RegisterPipelineInTileGroupsGivesTheRulesBits) {
+// Plans whose decode GEMMs run the register pipeline, or the CTA pipeline, for every token count (so
+// their weights are packed in tile groups: skinny_tile_group), each op in the rules' rounding class,
+// decode with the rules' bits: alone, and beside 15 others (16-token launches).
+TEST(FusedEngine, TileGroupPlansGiveTheRulesBits) {
   FUSELM_REQUIRE_GPU();
   if (!skinny_gemm_clusters_supported()) GTEST_SKIP() << "the rules' rounding classes here need cluster K splits";
   const TargetCase c = target_case();
@@ -220,28 +220,48 @@ TEST(FusedEngine, RegisterPipelineInTileGroupsGivesTheRulesBits) {
   const std::vector<float> want = run_target(*rules_engine, c.prompt, c.feed, 0, 1);
   rules_engine.reset();
 
-  Plan plan = make_rule_plan(c.config, o.dtype, query_gpu_identity(),
-                             make_plan_limits(c.config, o.max_batch, o.max_prefill_tokens, o.max_seq_len));
-  for (DecodeGemmChoice& g : plan.decode.gemm) {
-    const std::string cls = skinny_rounding_class(g.variant);  // "k<split>" here (CTA pipeline and twins)
-    ASSERT_EQ(cls.find('x'), std::string::npos) << plan_op_name(g.op) << ": " << g.variant;
-    const std::string reg = cls == "k1" ? "rt1_w8_reg" : "rt1_w8_" + cls + "_reg";
-    ASSERT_EQ(skinny_rounding_class(reg), cls);
-    g.variant = g.single_token_variant = reg;
+  for (const std::string pipeline : {"_reg", "_cta"}) {
+    Plan plan = make_rule_plan(c.config, o.dtype, query_gpu_identity(),
+                               make_plan_limits(c.config, o.max_batch, o.max_prefill_tokens, o.max_seq_len));
+    for (DecodeGemmChoice& g : plan.decode.gemm) {
+      const std::string cls = skinny_rounding_class(g.variant);  // "k<split>" here (CTA pipeline and twins)
+      ASSERT_EQ(cls.find('x'), std::string::npos) << plan_op_name(g.op) << ": " << g.variant;
+      const std::string name = (cls == "k1" ? "rt1_w8" : "rt1_w8_" + cls) + pipeline;
+      ASSERT_EQ(skinny_rounding_class(name), cls);
+      g.variant = g.single_token_variant = name;
+    }
+    complete_plan(plan);
+    const std::string path = testing::TempDir() + "fuselm-tile-group-plan-" + std::to_string(getpid()) + ".json";
+    save_plan_file(plan, path);
+    EngineOptions with_plan = o;
+    with_plan.plan_file = path;
+    auto engine = make_cuda_engine(*c.model, with_plan);
+    std::remove(path.c_str());
+    for (int others : {0, 15}) {
+      const std::vector<float> got = run_target(*engine, c.prompt, c.feed, others, 300 + others);
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_EQ(first_bitwise_difference(want, got), want.size())
+          << pipeline << " beside " << others << " others: first differing logit at decode step "
+          << first_bitwise_difference(want, got) / c.config.vocab_size;
+    }
   }
-  complete_plan(plan);
-  const std::string path = testing::TempDir() + "fuselm-register-plan-" + std::to_string(getpid()) + ".json";
-  save_plan_file(plan, path);
-  EngineOptions with_plan = o;
-  with_plan.plan_file = path;
-  auto engine = make_cuda_engine(*c.model, with_plan);
-  std::remove(path.c_str());
+}
+
+// Packing the ops whose variants read tile groups row tile by row tile instead (lab switch
+// FUSELM_LAB_TILE_GROUPS=0) changes no bit.
+TEST(FusedEngine, TileGroupsKeepTheBits) {
+  FUSELM_REQUIRE_GPU();
+  const TargetCase c = target_case();
+  auto grouped = make_cuda_engine(*c.model, options(ExecutionPath::Fused));
+  const std::vector<float> want = run_target(*grouped, c.prompt, c.feed, 0, 1);
+  grouped.reset();
+  ASSERT_EQ(setenv("FUSELM_LAB_TILE_GROUPS", "0", 1), 0);
+  auto plain = make_cuda_engine(*c.model, options(ExecutionPath::Fused));
+  unsetenv("FUSELM_LAB_TILE_GROUPS");
   for (int others : {0, 15}) {
-    const std::vector<float> got = run_target(*engine, c.prompt, c.feed, others, 300 + others);
+    const std::vector<float> got = run_target(*plain, c.prompt, c.feed, others, 500 + others);
     ASSERT_EQ(got.size(), want.size());
-    EXPECT_EQ(first_bitwise_difference(want, got), want.size())
-        << "beside " << others << " others: first differing logit at decode step "
-        << first_bitwise_difference(want, got) / c.config.vocab_size;
+    EXPECT_EQ(first_bitwise_difference(want, got), want.size()) << "beside " << others << " others";
   }
 }
 

@@ -444,10 +444,11 @@ TEST(SkinnyGemm, VariantsOfOneRoundingClassGiveTheSameBits) {
   }
 }
 
-// The register pipeline reads weights packed in tile groups of its row tiles per CTA (mma_packing.h)
-// with the bits it has on the row-tile-major layout (K = 14,336: several activation windows; 200 rows:
-// a last group padded with zero tiles); the other pipelines, and a group not the CTA's, are refused.
-TEST(SkinnyGemm, RegisterPipelineReadsTileGroupsWithTheSameBits) {
+// The CTA and register pipelines read weights packed in tile groups of their row tiles per CTA
+// (mma_packing.h) with the bits they have on the row-tile-major layout (K = 14,336: several register
+// activation windows; 200 rows: a last group padded with zero tiles; m = 1 keeps the CTA variant, no
+// warp twin); the warp pipeline, and a group not the CTA's, are refused.
+TEST(SkinnyGemm, CtaAndRegisterPipelinesReadTileGroupsWithTheSameBits) {
   REQUIRE_GPU();
   const bool clusters = skinny_gemm_clusters_supported();
   const DType t = DType::BF16;
@@ -455,7 +456,8 @@ TEST(SkinnyGemm, RegisterPipelineReadsTileGroupsWithTheSameBits) {
   for (Shape s : {Shape{512, 4096}, Shape{200, 1030}, Shape{272, 14336}}) {
     TestWeight w(s.rows, s.cols, t);
     for (const auto& v : skinny_gemm_variants()) {
-      if (v.pipeline != SkinnyPipeline::kRegisters || (v.k_split > 1 && !clusters)) continue;
+      const bool cta = v.pipeline == SkinnyPipeline::kCtaSplitRows;
+      if (v.pipeline == SkinnyPipeline::kWarpSplitK || ((cta || v.k_split > 1) && !clusters)) continue;
       const int group = v.row_tiles * v.warps;
       std::vector<uint16_t> buf(mma_packed_elems(s.rows, s.cols, group));
       pack_mma_tiles(w.host.data(), DType::F32, s.rows, s.cols, {}, t, buf.data(), group);
@@ -485,8 +487,10 @@ TEST(SkinnyGemm, RegisterPipelineReadsTileGroupsWithTheSameBits) {
   const PackedWeight grouped{dev.ptr, t, 64, 64, 8};
   TestInput in(1, 64, t, 64);
   DeviceBuffer<float> out(64);
-  for (SkinnyGemmVariant v : {SkinnyGemmVariant{1, 8, 1}, SkinnyGemmVariant{1, 8, 1, SkinnyPipeline::kCtaSplitRows},
+  // Groups of 8 row tiles: the warp pipeline reads none, 4-tile CTAs need groups of 4.
+  for (SkinnyGemmVariant v : {SkinnyGemmVariant{1, 8, 1}, SkinnyGemmVariant{1, 4, 1, SkinnyPipeline::kCtaSplitRows},
                               SkinnyGemmVariant{1, 4, 1, SkinnyPipeline::kRegisters}}) {
+    if (v.pipeline == SkinnyPipeline::kCtaSplitRows && !clusters) continue;
     const Status st = skinny_gemm_store(grouped, in.view, SkinnyNorm{}, out.ptr, DType::F32, 64, v, nullptr);
     EXPECT_FALSE(st.ok()) << v.name();
     EXPECT_NE(st.message().find("tile group"), std::string::npos) << st.message();

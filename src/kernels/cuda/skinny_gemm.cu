@@ -20,7 +20,10 @@ SkinnyGemmVariant single_token_twin(const SkinnyGemmVariant& v) {
 
 int skinny_tile_group(const SkinnyGemmChoice& choice) {
   const SkinnyGemmVariant &a = choice.variant, &b = choice.single_token;
-  if (a.pipeline != SkinnyPipeline::kRegisters || b.pipeline != SkinnyPipeline::kRegisters) return 1;
+  auto reads_groups = [](const SkinnyGemmVariant& v) {
+    return v.pipeline == SkinnyPipeline::kCtaSplitRows || v.pipeline == SkinnyPipeline::kRegisters;
+  };
+  if (!reads_groups(a) || !reads_groups(b)) return 1;
   const int tiles = a.row_tiles * a.warps;
   return tiles == b.row_tiles * b.warps ? tiles : 1;
 }

@@ -31,7 +31,7 @@ struct PackedWeight {
   int64_t rows = 0;            // packed (logical) rows, before padding to 16
   int64_t cols = 0;            // K, before padding to 16
   // Row tiles per tile group (mma_packing.h): 1, which every variant reads, or the row tiles of a
-  // register-pipeline CTA (row_tiles * warps), which only that pipeline reads.
+  // CTA- or register-pipeline CTA (row_tiles * warps), which only those pipelines read.
   int tile_group = 1;
 };
 
@@ -92,8 +92,9 @@ struct SkinnyGemmChoice {
 };
 
 // How an op's weights are packed for the variants it runs (mma_packing.h, PackedWeight::tile_group):
-// in tile groups of the row tiles a CTA owns when every variant is a register-pipeline variant with
-// that many (a group's K range is one contiguous run its CTA streams); else 1, which every variant reads.
+// in tile groups of the row tiles a CTA owns when every variant is a CTA- or register-pipeline variant
+// with that many (a group's K range is one contiguous run its CTA streams); else 1, which every variant
+// reads.
 int skinny_tile_group(const SkinnyGemmChoice& choice);
 
 // Whether k_split > 1 and kCtaSplitRows can run here: the current device launches clusters and this
@@ -119,6 +120,7 @@ struct SkinnyGemmLaunch {
   bool pdl = false;
   // At m = 1, run a CTA-pipeline variant with k_split 4 or 8 on its warp-pipeline twin (rt1_w4 /
   // rt1_w8: the same K pieces added in the same order, so the same bits; faster for one token).
+  // Not for weights in tile groups, which the warp pipeline cannot read.
   bool single_token_twin = true;
   // Timeline slot (kernel_trace.h); null records nothing.
   KernelTrace* trace = nullptr;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <type_traits>
 
 #include "core/hd.h"
 #include "kernels/cuda/async_copy.cuh"
@@ -672,6 +673,12 @@ __device__ __forceinline__ void finish_split_rows(const float (&acc)[RT][MT][4],
 // plus the same K range of the activation rows, which every warp then reads: a token's activations
 // are read once per NT * 16 weight rows (at m = 16 that is 1/NT of the weight traffic, against 1/RT
 // when warps split K). Stage = 8 KB of weights, 4 stages.
+//
+// Weights packed in tile groups of NT (mma_tile_index) hold a stage's NT x U tiles as one run of
+// 8 KB, k-tile-major: one bulk copy per stage instead of NT, and the stage in shared memory is
+// [U][NT] instead of [NT][U]. Same fragments into the same mma in the same order: the same bits.
+// The read-order probe (docs/kernels/skinny_gemm.md) streamed the 8B gate/up matrix at 3.90 TB/s
+// in 1 KB copies and 4.11 TB/s in 8 KB copies, the same bytes and grid.
 template <typename T, int MT, int RT, int WARPS>
 struct CtaPipe {
   static constexpr int kTiles = RT * WARPS;
@@ -690,7 +697,7 @@ template <typename T, int MT, int RT, int WARPS, class Epilogue>
 __global__ void __launch_bounds__((WARPS + 1) * 32)
     skinny_gemm_cta_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
                            const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split,
-                           SkinnyNorm norm, Epilogue epilogue, KernelTrace* trace) {
+                           SkinnyNorm norm, Epilogue epilogue, KernelTrace* trace, int tile_group) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Pipe = CtaPipe<T, MT, RT, WARPS>;
   if (threadIdx.x == 0) trace_start(trace);
@@ -708,8 +715,9 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
   const int64_t k_begin = rank * per_cta;
   const int64_t k_end = min(k_tiles, k_begin + per_cta);
   const int stages = k_end > k_begin ? static_cast<int>((k_end - k_begin + U - 1) / U) : 0;
-  uint4* wbuf = reinterpret_cast<uint4*>(smem);                      // [STAGES][NT][U][32 lanes]
-  T* xbuf = reinterpret_cast<T*>(smem + STAGES * Pipe::kWBytes);     // [STAGES][m][XS]
+  uint4* wbuf = reinterpret_cast<uint4*>(smem);  // [STAGES][NT][U][32 lanes], grouped [STAGES][U][NT][32 lanes]
+  T* xbuf = reinterpret_cast<T*>(smem + STAGES * Pipe::kWBytes);  // [STAGES][m][XS]
+  const bool grouped = tile_group == NT;
 
   if (threadIdx.x == 0) {
 #pragma unroll
@@ -738,6 +746,12 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
       const int b = s % STAGES;
       const int64_t kt0 = k_begin + static_cast<int64_t>(s) * U;
       const int n_k = static_cast<int>(min(static_cast<int64_t>(U), k_end - kt0));
+      if (grouped) {  // the group's padding tiles past tiles_here are zeros, copied along
+        mbar_arrive_expect_tx(&full[b], NT * n_k * 512);
+        bulk_copy_to_shared(wbuf + b * NT * U * 32, w + mma_tile_index(tile0, kt0, k_tiles, NT) * 32, NT * n_k * 512,
+                            &full[b], policy);
+        return;
+      }
       mbar_arrive_expect_tx(&full[b], tiles_here * n_k * 512);
       for (int j = 0; j < tiles_here; ++j)
         bulk_copy_to_shared(wbuf + (b * NT + j) * U * 32, w + ((tile0 + j) * k_tiles + kt0) * 32, n_k * 512,
@@ -776,28 +790,38 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
       const int j = warp * RT + r;
       if (j % k_split == rank && j < tiles_here) operands[r] = epilogue.template load<T, MT>(tile0 + j, g, t, m);
     }
-    for (int s = 0; s < stages; ++s) {
-      const int b = s % STAGES;
-      mbar_wait(&full[b], (s / STAGES) & 1);
-      if (s == 0 && threadIdx.x == 0) trace_mark(trace, 0);  // the first stage has landed
-      const uint4* ws = wbuf + (b * NT + warp * RT) * U * 32;
-      const T* xs = xbuf + b * m * XS;
-      const int64_t kt0 = k_begin + static_cast<int64_t>(s) * U;
+    // One loop per stage layout, so that every tile's offset is a constant.
+    auto consume = [&](auto grouped_layout) {
+      constexpr bool G = decltype(grouped_layout)::value;
+      constexpr int tile_step = G ? 1 : U, k_step = G ? NT : 1;  // fragments of 32 lanes
+      for (int s = 0; s < stages; ++s) {
+        const int b = s % STAGES;
+        mbar_wait(&full[b], (s / STAGES) & 1);
+        if (s == 0 && threadIdx.x == 0) trace_mark(trace, 0);  // the first stage has landed
+        const uint4* ws = wbuf + (b * NT * U + warp * RT * tile_step) * 32;
+        const T* xs = xbuf + b * m * XS;
+        const int64_t kt0 = k_begin + static_cast<int64_t>(s) * U;
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (kt0 + u >= k_end) break;
-        uint32_t bf[MT][2];
-        activation_fragments<T, MT>(bf, xs, XS, u, g, t, m);
+        for (int u = 0; u < U; ++u) {
+          if (kt0 + u >= k_end) break;
+          uint32_t bf[MT][2];
+          activation_fragments<T, MT>(bf, xs, XS, u, g, t, m);
 #pragma unroll
-        for (int r = 0; r < RT; ++r) {
-          if (warp * RT + r >= tiles_here) continue;
-          const uint4 a = ws[(r * U + u) * 32 + lane];
+          for (int r = 0; r < RT; ++r) {
+            if (warp * RT + r >= tiles_here) continue;
+            const uint4 a = ws[(r * tile_step + u * k_step) * 32 + lane];
 #pragma unroll
-          for (int mt = 0; mt < MT; ++mt) mma_m16n8k16<T>(acc[r][mt], a.x, a.y, a.z, a.w, bf[mt][0], bf[mt][1]);
+            for (int mt = 0; mt < MT; ++mt) mma_m16n8k16<T>(acc[r][mt], a.x, a.y, a.z, a.w, bf[mt][0], bf[mt][1]);
+          }
         }
+        __syncwarp();  // every lane has read the stage before it is handed back
+        if (lane == 0) mbar_arrive(&empty[b]);
       }
-      __syncwarp();  // every lane has read the stage before it is handed back
-      if (lane == 0) mbar_arrive(&empty[b]);
+    };
+    if (grouped) {
+      consume(std::true_type{});
+    } else {
+      consume(std::false_type{});
     }
   }
   // The weight stream is issued and consumed: the next kernel may start streaming its own. (Letting
@@ -1032,6 +1056,14 @@ Status launch_warp_pipeline(cudaLaunchConfig_t config, int64_t grid, const uint4
   return Status();
 }
 
+// The CTA and register pipelines read weights packed row tile by row tile or in tile groups of the
+// row tiles a CTA owns.
+inline Status check_tile_group(const PackedWeight& w, const SkinnyGemmVariant& v, int cta_tiles) {
+  if (w.tile_group == 1 || w.tile_group == cta_tiles) return Status();
+  return Status::error(str_cat("skinny GEMM: ", v.name(), " reads weights packed in tile groups of 1 or ", cta_tiles,
+                               " (its row tiles per CTA), not ", w.tile_group));
+}
+
 // Whether every activation row starts 16-byte aligned (stage_activation_columns then copies 16 bytes
 // at a time, else 4).
 inline bool activations_take_16_byte_copies(const SkinnyInput& in) {
@@ -1044,9 +1076,7 @@ Status launch_register_pipeline(const PackedWeight& w, const SkinnyInput& in, co
                                 cudaStream_t stream) {
   using Pipe = RegPipe<T, MT, RT, WARPS>;
   const int64_t row_tiles = mma_tiles(w.rows), k_tiles = mma_tiles(w.cols);
-  if (w.tile_group != 1 && w.tile_group != Pipe::kTiles)
-    return Status::error(str_cat("skinny GEMM: ", v.name(), " reads weights packed in tile groups of 1 or ",
-                                 Pipe::kTiles, " (its row tiles per CTA), not ", w.tile_group));
+  if (Status s = check_tile_group(w, v, Pipe::kTiles); !s.ok()) return s;
   // The kernel counts k-tiles, and offsets within a tile group's K range, in 32 bits.
   if (k_tiles * 32 * w.tile_group > INT32_MAX)
     return Status::error(str_cat("skinny GEMM: K=", w.cols, " too long for the register pipeline (", v.name(), ")"));
@@ -1082,6 +1112,7 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
   config.stream = stream;
   if (v.pipeline == SkinnyPipeline::kCtaSplitRows) {
     using Pipe = CtaPipe<T, MT, RT, WARPS>;
+    if (Status s = check_tile_group(w, v, Pipe::kTiles); !s.ok()) return s;
     auto* kernel = skinny_gemm_cta_kernel<T, MT, RT, WARPS, Epilogue>;
     static KernelSupportCache cache;  // one per instance
     const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::smem_bytes(MT * 8));
@@ -1094,9 +1125,13 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
     config.attrs = attrs.attrs;
     config.numAttrs = attrs.count;
     FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
-                                          v.k_split, norm, epi, options.trace));
+                                          v.k_split, norm, epi, options.trace, w.tile_group));
     return Status();
   }
+  if (w.tile_group != 1)
+    return Status::error(str_cat("skinny GEMM: ", v.name(), " reads weights packed row tile by row tile (tile "
+                                 "group 1), not in tile groups of ", w.tile_group,
+                                 "; the warp pipeline reads no tile groups (the CTA and register pipelines do)"));
   using Shallow = SkinnyPipe<T, MT, RT, WARPS>;
   const int64_t grid = (row_tiles + RT - 1) / RT * v.k_split;
   // A grid of at most one 8-warp CTA per SM (up to 8 tokens) leaves an SM's shared memory half used
@@ -1134,10 +1169,6 @@ Status launch_variant(const PackedWeight& w, const SkinnyInput& in, const Skinny
                                      " (register pipeline: row_tiles x warps in 1x4, 1x8; k_split 1..8)"));
     }
   }
-  if (w.tile_group != 1)
-    return Status::error(str_cat("skinny GEMM: ", v.name(), " reads weights packed row tile by row tile (tile "
-                                 "group 1), not in tile groups of ", w.tile_group,
-                                 "; only the register pipeline (_reg) reads tile groups"));
   // launch_shape serves the warp and CTA pipelines; the CTA pipeline has no 4 x 8 shape.
   const bool cta = v.pipeline == SkinnyPipeline::kCtaSplitRows;
   switch (v.row_tiles * 100 + v.warps) {
@@ -1170,7 +1201,9 @@ Status launch(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& no
     return Status::error("skinny GEMM: weights must be 16-byte and inputs 4-byte aligned");
   if (norm.partials != nullptr && norm.dim <= 0) return Status::error("skinny GEMM: norm dim must be positive");
   const bool two_tiles = in.m > 8;
-  const SkinnyGemmVariant v = in.m == 1 && options.single_token_twin ? single_token_twin(variant) : variant;
+  // The twin is a warp-pipeline variant, which reads no tile groups.
+  const bool twin = in.m == 1 && options.single_token_twin && w.tile_group == 1;
+  const SkinnyGemmVariant v = twin ? single_token_twin(variant) : variant;
   switch (w.dtype) {
     case DType::BF16:
       return two_tiles ? launch_variant<__nv_bfloat16, 2>(w, in, norm, epi, v, options, stream)

@@ -108,8 +108,12 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
     int tile_group = 1;  // as the op's variants read it (skinny_tile_group)
     size_t offset = 0;
   };
-  const int qkv_group = skinny_tile_group(variants.qkv), o_group = skinny_tile_group(variants.o);
-  const int gate_up_group = skinny_tile_group(variants.gate_up), down_group = skinny_tile_group(variants.down);
+  // Lab switch FUSELM_LAB_TILE_GROUPS=0: every op packed row tile by row tile (same bits).
+  const char* groups_lab = std::getenv("FUSELM_LAB_TILE_GROUPS");
+  const bool groups = groups_lab == nullptr || std::string(groups_lab) != "0";
+  auto tile_group = [&](const SkinnyGemmChoice& c) { return groups ? skinny_tile_group(c) : 1; };
+  const int qkv_group = tile_group(variants.qkv), o_group = tile_group(variants.o);
+  const int gate_up_group = tile_group(variants.gate_up), down_group = tile_group(variants.down);
   m.layers.resize(config.num_layers);
   std::vector<Matrix> matrices;
   for (int l = 0; l < config.num_layers; ++l) {
@@ -120,7 +124,7 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
     matrices.push_back({w.gate_up, 2 * static_cast<int64_t>(ffn), hidden, &gate_up_map, &fl.gate_up, gate_up_group});
     matrices.push_back({w.down, hidden, ffn, nullptr, &fl.down, down_group});
   }
-  matrices.push_back({weights.lm_head, vocab, hidden, nullptr, &m.lm_head, skinny_tile_group(variants.lm_head)});
+  matrices.push_back({weights.lm_head, vocab, hidden, nullptr, &m.lm_head, tile_group(variants.lm_head)});
   Carver packed;
   for (Matrix& mat : matrices) {
     const int64_t rows = mat.row_map != nullptr ? static_cast<int64_t>(mat.row_map->size()) : mat.src_rows;
