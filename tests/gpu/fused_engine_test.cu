@@ -247,41 +247,6 @@ TEST(FusedEngine, TileGroupPlansGiveTheRulesBits) {
   }
 }
 
-// Packing the ops whose variants read tile groups row tile by row tile instead (lab switch
-// FUSELM_LAB_TILE_GROUPS=0) changes no bit.
-TEST(FusedEngine, TileGroupsKeepTheBits) {
-  FUSELM_REQUIRE_GPU();
-  const TargetCase c = target_case();
-  auto grouped = make_cuda_engine(*c.model, options(ExecutionPath::Fused));
-  const std::vector<float> want = run_target(*grouped, c.prompt, c.feed, 0, 1);
-  grouped.reset();
-  ASSERT_EQ(setenv("FUSELM_LAB_TILE_GROUPS", "0", 1), 0);
-  auto plain = make_cuda_engine(*c.model, options(ExecutionPath::Fused));
-  unsetenv("FUSELM_LAB_TILE_GROUPS");
-  for (int others : {0, 15}) {
-    const std::vector<float> got = run_target(*plain, c.prompt, c.feed, others, 500 + others);
-    ASSERT_EQ(got.size(), want.size());
-    EXPECT_EQ(first_bitwise_difference(want, got), want.size()) << "beside " << others << " others";
-  }
-}
-
-// The lab switch that lets decode attention launch as the QKV projection starts changes no bit.
-TEST(FusedEngine, QkvTriggerAtStartKeepsTheBits) {
-  FUSELM_REQUIRE_GPU();
-  const TargetCase c = target_case();
-  auto plain = make_cuda_engine(*c.model, options(ExecutionPath::Fused));
-  const std::vector<float> want = run_target(*plain, c.prompt, c.feed, 0, 1);
-  plain.reset();
-  ASSERT_EQ(setenv("FUSELM_LAB_QKV_TRIGGER", "1", 1), 0);
-  auto early = make_cuda_engine(*c.model, options(ExecutionPath::Fused));
-  unsetenv("FUSELM_LAB_QKV_TRIGGER");
-  for (int others : {0, 15}) {
-    const std::vector<float> got = run_target(*early, c.prompt, c.feed, others, 400 + others);
-    ASSERT_EQ(got.size(), want.size());
-    EXPECT_EQ(first_bitwise_difference(want, got), want.size()) << "beside " << others << " others";
-  }
-}
-
 // The target run alone on a fresh engine: what the repeat and restart checks below compare.
 std::vector<float> fresh_engine_run() {
   const TargetCase c = target_case();

@@ -627,16 +627,10 @@ TEST(SkinnyGemm, PdlAndGraphCaptureAreBitwiseEqualToPlainLaunches) {
   const SkinnyGemmVariant vo{4, 4, clusters ? 4 : 1}, vgu{2, 4, clusters ? 2 : 1, cta}, vdown{4, 8, clusters ? 8 : 1},
       vhead{1, 8, clusters ? 2 : 1, SkinnyPipeline::kRegisters};
 
-  // pdl_mask bit i: launch GEMM i of the chain with PDL; next_at_start: every launch lets the next
-  // one start as it starts (SkinnyGemmLaunch::next_at_start).
-  bool next_at_start = false;
+  // pdl_mask bit i: launch GEMM i of the chain with PDL.
   auto chain = [&](cudaStream_t stream, unsigned pdl_mask) -> Status {
     for (int rep = 0; rep < 3; ++rep) {
-      auto opt = [&](int i) {
-        SkinnyGemmLaunch o{((pdl_mask >> i) & 1u) != 0};
-        o.next_at_start = next_at_start;
-        return o;
-      };
+      auto opt = [&](int i) { return SkinnyGemmLaunch{((pdl_mask >> i) & 1u) != 0}; };
       if (Status s = skinny_gemm_residual(wo.view, x0.view, SkinnyNorm{},
                                           SkinnyResidualOut{resid.ptr, hidden, g1_dev.ptr, xg.ptr, hidden, partials.ptr},
                                           vo, stream, opt(0));
@@ -698,13 +692,10 @@ TEST(SkinnyGemm, PdlAndGraphCaptureAreBitwiseEqualToPlainLaunches) {
     const char* name;
     unsigned mask;
     bool graph;
-    bool next_at_start = false;
   };
   for (Mode mode : {Mode{"pdl", 0xfu, false}, Mode{"pdl, one plain launch between", 0xbu, false},
-                    Mode{"pdl graph", 0xfu, true}, Mode{"plain graph", 0u, true},
-                    Mode{"pdl graph, next kernel at start", 0xfu, true, true}}) {
+                    Mode{"pdl graph", 0xfu, true}, Mode{"plain graph", 0u, true}}) {
     Result r;
-    next_at_start = mode.next_at_start;
     run(mode.mask, mode.graph, r);
     EXPECT_TRUE(bitwise_equal(r.resid, plain.resid)) << mode.name << ": residual";
     EXPECT_TRUE(bitwise_equal(r.logits, plain.logits)) << mode.name << ": logits";

@@ -162,9 +162,9 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
     qkv.n_heads = model.n_heads;
     qkv.n_kv_heads = model.n_kv_heads;
     qkv.head_dim = model.head_dim;
-    SkinnyGemmLaunch qkv_launch = layer_launch(l, FusedTraceOp::Qkv);
-    qkv_launch.next_at_start = model.qkv_next_at_start;
-    if (!(s = skinny_gemm_qkv_rope(layer.qkv, xg_in, norm, qkv, v.qkv.for_tokens(m), stream, qkv_launch)).ok()) return s;
+    if (!(s = skinny_gemm_qkv_rope(layer.qkv, xg_in, norm, qkv, v.qkv.for_tokens(m), stream,
+                                   layer_launch(l, FusedTraceOp::Qkv))).ok())
+      return s;
 
     attention.trace = slot(fused_decode_trace_slot(static_cast<int>(l), FusedTraceOp::Attention));
     if (!(s = decode_attention(buf.q, buf.attn, model.dtype, shape, kv, in.kv_lens, m, attention,

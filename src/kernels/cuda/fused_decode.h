@@ -54,9 +54,6 @@ struct FusedDecodeModel {
   // Launch the GEMMs and the attention with programmatic dependent launch (sm_90 code only; the
   // launchers drop it elsewhere): each GEMM streams its first weights while its predecessor ends.
   bool pdl = true;
-  // Lab switch (FUSELM_LAB_QKV_TRIGGER=1, read by FusedDecoder): the QKV projection lets decode
-  // attention launch as it starts (SkinnyGemmLaunch::next_at_start). Changes no result.
-  bool qkv_next_at_start = false;
 };
 
 // Device buffers for up to kSkinnyGemmMaxTokens tokens; sizes from fused_decode_buffer_sizes.

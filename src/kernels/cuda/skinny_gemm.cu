@@ -18,14 +18,17 @@ SkinnyGemmVariant single_token_twin(const SkinnyGemmVariant& v) {
   return SkinnyGemmVariant{1, v.k_split, 1, SkinnyPipeline::kWarpSplitK};
 }
 
+// Groups for the CTA pipeline only where its row tiles' stage copies would be 1 KB or less (8+ row
+// tiles a CTA): there one 8 KB copy a stage sped the 8B gate/up K loop up 4% (55.9 -> 53.8 us),
+// while 4 x 2 KB -> 8 KB slowed the 1B gate/up loop 2% (15.1 -> 15.4 us; docs/kernels/skinny_gemm.md).
 int skinny_tile_group(const SkinnyGemmChoice& choice) {
   const SkinnyGemmVariant &a = choice.variant, &b = choice.single_token;
-  auto reads_groups = [](const SkinnyGemmVariant& v) {
-    return v.pipeline == SkinnyPipeline::kCtaSplitRows || v.pipeline == SkinnyPipeline::kRegisters;
-  };
-  if (!reads_groups(a) || !reads_groups(b)) return 1;
   const int tiles = a.row_tiles * a.warps;
-  return tiles == b.row_tiles * b.warps ? tiles : 1;
+  auto reads_groups = [&](const SkinnyGemmVariant& v) {
+    if (v.row_tiles * v.warps != tiles) return false;
+    return v.pipeline == SkinnyPipeline::kRegisters || (v.pipeline == SkinnyPipeline::kCtaSplitRows && tiles >= 8);
+  };
+  return reads_groups(a) && reads_groups(b) ? tiles : 1;
 }
 
 std::string SkinnyGemmVariant::name() const {

@@ -92,9 +92,9 @@ struct SkinnyGemmChoice {
 };
 
 // How an op's weights are packed for the variants it runs (mma_packing.h, PackedWeight::tile_group):
-// in tile groups of the row tiles a CTA owns when every variant is a CTA- or register-pipeline variant
-// with that many (a group's K range is one contiguous run its CTA streams); else 1, which every variant
-// reads.
+// in tile groups of the row tiles a CTA owns when every variant is a register-pipeline variant, or a
+// CTA-pipeline variant of 8 or more row tiles, with that many (a group's K range is one contiguous run
+// its CTA streams); else 1, which every variant reads.
 int skinny_tile_group(const SkinnyGemmChoice& choice);
 
 // Whether k_split > 1 and kCtaSplitRows can run here: the current device launches clusters and this
@@ -124,11 +124,6 @@ struct SkinnyGemmLaunch {
   bool single_token_twin = true;
   // Timeline slot (kernel_trace.h); null records nothing.
   KernelTrace* trace = nullptr;
-  // With pdl: let the next kernel launch as soon as this one starts (its CTAs then take what room
-  // this grid leaves) instead of once this grid's weight stream is issued. Warp pipeline only (the
-  // others ignore it). A lab switch for the decode step's QKV projection, so that decode attention's
-  // first loads, which need nothing from it, start sooner (docs/kernels/fused_decode.md).
-  bool next_at_start = false;
 };
 
 // out[m][n] (+)= result, written as `out_dtype` (F32, BF16 or F16) with row stride out_stride.

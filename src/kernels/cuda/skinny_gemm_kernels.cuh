@@ -452,10 +452,9 @@ template <typename T, int MT, int RT, int WARPS, class Epilogue, int PIPE_STAGES
 __global__ void __launch_bounds__(WARPS * 32)
     skinny_gemm_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
                        const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split, SkinnyNorm norm,
-                       Epilogue epilogue, KernelTrace* trace, bool next_at_start) {
+                       Epilogue epilogue, KernelTrace* trace) {
   using Pipe = SkinnyPipe<T, MT, RT, WARPS, PIPE_STAGES>;
   if (threadIdx.x == 0) trace_start(trace);
-  if (next_at_start) allow_next_grid();  // SkinnyGemmLaunch::next_at_start
   constexpr int U = Pipe::kStageKTiles, STAGES = Pipe::kStages, XS = Pipe::kXStride, kFrag = Pipe::kFrag;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ float rstd[kSkinnyGemmMaxTokens];
@@ -1052,7 +1051,7 @@ Status launch_warp_pipeline(cudaLaunchConfig_t config, int64_t grid, const uint4
   config.attrs = attrs.attrs;
   config.numAttrs = attrs.count;
   FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, cols, xp, in.stride, x_vec16, in.m,
-                                        v.k_split, norm, epi, options.trace, options.next_at_start));
+                                        v.k_split, norm, epi, options.trace));
   return Status();
 }
 

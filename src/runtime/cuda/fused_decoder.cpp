@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
@@ -95,7 +94,6 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
   m.embedding = weights.embedding;
   m.inv_freq = weights.rope_inv_freq;
   m.variants = variants;
-  if (const char* lab = std::getenv("FUSELM_LAB_QKV_TRIGGER")) m.qkv_next_at_start = std::string(lab) == "1";
 
   // Packed weights: per layer qkv, o, gate_up, down, then the LM head.
   const std::vector<int64_t> qkv_map = qkv_rope_row_map(config.num_heads, config.num_kv_heads, config.head_dim);
@@ -108,12 +106,8 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
     int tile_group = 1;  // as the op's variants read it (skinny_tile_group)
     size_t offset = 0;
   };
-  // Lab switch FUSELM_LAB_TILE_GROUPS=0: every op packed row tile by row tile (same bits).
-  const char* groups_lab = std::getenv("FUSELM_LAB_TILE_GROUPS");
-  const bool groups = groups_lab == nullptr || std::string(groups_lab) != "0";
-  auto tile_group = [&](const SkinnyGemmChoice& c) { return groups ? skinny_tile_group(c) : 1; };
-  const int qkv_group = tile_group(variants.qkv), o_group = tile_group(variants.o);
-  const int gate_up_group = tile_group(variants.gate_up), down_group = tile_group(variants.down);
+  const int qkv_group = skinny_tile_group(variants.qkv), o_group = skinny_tile_group(variants.o);
+  const int gate_up_group = skinny_tile_group(variants.gate_up), down_group = skinny_tile_group(variants.down);
   m.layers.resize(config.num_layers);
   std::vector<Matrix> matrices;
   for (int l = 0; l < config.num_layers; ++l) {
@@ -124,7 +118,7 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
     matrices.push_back({w.gate_up, 2 * static_cast<int64_t>(ffn), hidden, &gate_up_map, &fl.gate_up, gate_up_group});
     matrices.push_back({w.down, hidden, ffn, nullptr, &fl.down, down_group});
   }
-  matrices.push_back({weights.lm_head, vocab, hidden, nullptr, &m.lm_head, tile_group(variants.lm_head)});
+  matrices.push_back({weights.lm_head, vocab, hidden, nullptr, &m.lm_head, skinny_tile_group(variants.lm_head)});
   Carver packed;
   for (Matrix& mat : matrices) {
     const int64_t rows = mat.row_map != nullptr ? static_cast<int64_t>(mat.row_map->size()) : mat.src_rows;
