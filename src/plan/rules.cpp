@@ -31,6 +31,12 @@ constexpr PlanRule kRules[] = {
     // row tile per warp (activations staged once per 64 weight rows, so m = 16 costs little more
     // than m = 1), K split across a cluster until the grid has >= 2.5 CTAs per SM
     // (default_skinny_variant in kernels/cuda/skinny_gemm.h; docs/kernels/skinny_gemm.md).
+    // The gate/up projection of large FFNs: 16 row tiles a CTA (two per warp), K split in four; with
+    // its weights in tile groups a stage is one 8 KB copy either way (skinny_tile_group).
+    {.ops = bit(PlanOp::GateUp), .shape = {10, kUnbounded}, .sm = kHopper, .choice = "rt2_w8_k4_cta",
+     .evidence = "H200 bf16, 8B gate_up 28672x4096 (13.6 row tiles/SM) in tile groups, in the whole step against "
+                 "rt1_w8_k2_cta: batch 1 251.9-252.1 against 250.2-251.0 tok/s, batch 16 3,067-3,069 against "
+                 "3,042-3,057 output tok/s (bench/results/dev/ab/s17/s17b/)"},
     // Large matrices: K split in two across a cluster, 8 one-tile warps per CTA at every m.
     {.ops = kDecodeGemms, .shape = {10, kUnbounded}, .sm = kHopper, .choice = "rt1_w8_k2_cta",
      .evidence = "H200 bf16, 8B gate_up 28672x4096 (13.6 row tiles/SM): one token 60.7 us in fuselm tune, against "

@@ -63,18 +63,19 @@ TEST(PlanRules, Llama8BOnHopper) {
     SCOPED_TRACE(gpu);
     const Plan p = rule_plan(llama_8b(), gpu);
     // Measured on H200: the CTA pipeline, K split across a cluster until >= 2.5 CTAs per SM (qkv 2.9
-    // row tiles per SM: 4; o and down 1.9: 8); gate_up 13.6 and the LM head, 128256 rows: 2, with
-    // 8 one-tile warps.
+    // row tiles per SM: 4; o and down 1.9: 8); gate_up 13.6: 4, with 8 two-tile warps; the LM head,
+    // 128256 rows: 2, with 8 one-tile warps.
     const std::map<std::string, std::string> want = {{"qkv", "rt1_w4_k4_cta"},
                                                      {"o", "rt1_w4_k8_cta"},
-                                                     {"gate_up", "rt1_w8_k2_cta"},
+                                                     {"gate_up", "rt2_w8_k4_cta"},
                                                      {"down", "rt1_w4_k8_cta"},
                                                      {"lm_head", "rt1_w8_k2_cta"}};
     EXPECT_EQ(variants(p), want);
-    // One token: the warp-pipeline twins of the k4/k8 variants, 8 one-tile warps in the k2 class.
+    // One token: the warp-pipeline twins of qkv/o/down's k4/k8 variants; gate_up and the LM head
+    // run their own variant (in tile groups, which the twins cannot read).
     std::map<std::string, std::string> want_one = {{"qkv", "rt1_w4"},
                                                    {"o", "rt1_w8"},
-                                                   {"gate_up", "rt1_w8_k2_cta"},
+                                                   {"gate_up", "rt2_w8_k4_cta"},
                                                    {"down", "rt1_w8"},
                                                    {"lm_head", "rt1_w8_k2_cta"}};
     EXPECT_EQ(single_token_variants(p), want_one);
@@ -128,7 +129,8 @@ TEST(PlanRules, AmpereGetsKnownVariantsCarriedOver) {
 
 TEST(PlanRules, TableIsKeyedByShapeBucket) {
   const GpuIdentity h200 = gpu_preset("h200");
-  EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 13.6, h200).choice, "rt1_w8_k2_cta");
+  EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 13.6, h200).choice, "rt2_w8_k4_cta");
+  EXPECT_EQ(find_plan_rule(PlanOp::LmHead, DType::BF16, 60.7, h200).choice, "rt1_w8_k2_cta");
   EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 13.6, h200).single_token, "");  // the same for one token
   EXPECT_EQ(find_plan_rule(PlanOp::Qkv, DType::BF16, 2.9, h200).single_token, "rt1_w4");
   EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 7.8, h200).choice, "rt1_w4_k2_cta");
@@ -564,7 +566,7 @@ TEST_F(PlanFile, InconsistentEdits) {
   json j = good_;
   j["decode"]["gemm"]["gate_up"]["single_token_variant"] = "rt1_w4_cta";
   expect_load_error(j, {"decode.gemm.gate_up: the single-token variant rt1_w4_cta (rounding class k1) rounds "
-                        "differently from rt1_w8_k2_cta (class k2)", "depend on the batch size"});
+                        "differently from rt2_w8_k4_cta (class k4)", "depend on the batch size"});
   j = good_;
   j["decode"]["gemm"]["o"]["single_token_variant"] = "rt2_w8_k8_cta";  // the same class as rt1_w4_k8_cta
   EXPECT_EQ(plan_from_json(j, "test").decode_gemm(PlanOp::O).single_token_variant, "rt2_w8_k8_cta");
