@@ -130,11 +130,13 @@ GemmResult tune_gemm(PlanOp op, const Plan& plan, const TuneOptions& options, si
   const auto [rows, cols] = decode_gemm_shape(op, plan.model);
   const DType dtype = plan.dtype;
   const DType out_dtype = op == PlanOp::LmHead ? DType::F32 : dtype;  // the LM head writes fp32 logits
-  const size_t weight_bytes = dtype_bytes(dtype, mma_packed_elems(rows, cols));
+  // Room for the largest tile group (whole groups of 16 row tiles): each variant is timed on the layout
+  // the engine packs for it when it runs an op alone (skinny_tile_group); random data fills any layout.
+  const size_t weight_bytes = dtype_bytes(dtype, mma_packed_elems(rows, cols, 16));
   const int copies = rotating_copies(weight_bytes, l2_bytes, 64);
   Buffer weights(weight_bytes * copies, str_cat(plan_op_name(op), " weights (", copies, " copies)"));
   for (int c = 0; c < copies; ++c)
-    fill_random(weights.get<char>() + weight_bytes * c, mma_packed_elems(rows, cols), dtype, 1000 + c, 0.05f,
+    fill_random(weights.get<char>() + weight_bytes * c, mma_packed_elems(rows, cols, 16), dtype, 1000 + c, 0.05f,
                 stream);
   Buffer x(dtype_bytes(dtype, int64_t{kDecodeGemmMaxTokens} * cols), "GEMM inputs");
   fill_random(x.get(), int64_t{kDecodeGemmMaxTokens} * cols, dtype, 7, 1.0f, stream);
@@ -150,9 +152,10 @@ GemmResult tune_gemm(PlanOp op, const Plan& plan, const TuneOptions& options, si
     t.variant = v.name();
     std::string why;
     bool ok = true;
+    const int group = skinny_tile_group(SkinnyGemmChoice::same(v));
     for (int m : r.measured_m) {
       auto launch = [&](int i) {
-        PackedWeight w{weights.get<char>() + weight_bytes * (i % copies), dtype, rows, cols};
+        PackedWeight w{weights.get<char>() + weight_bytes * (i % copies), dtype, rows, cols, group};
         return skinny_gemm_store(w, SkinnyInput{x.get(), cols, m}, SkinnyNorm{}, out.get(), out_dtype, rows, v, stream);
       };
       std::optional<double> us = time_launches(launch, launches, options, stream, why);
@@ -175,9 +178,12 @@ GemmResult tune_gemm(PlanOp op, const Plan& plan, const TuneOptions& options, si
   }
   FUSELM_CHECK(!r.timings.empty(), "fuselm tune: no decode GEMM variant runs the ", plan_op_name(op), " matrix ", rows,
                "x", cols, " in ", dtype_name(dtype));
-  // A k4/k8 CTA variant timed at m = 1 ran its warp-pipeline twin: the pick names what runs.
+  // A k4/k8 CTA variant timed at m = 1 ran its warp-pipeline twin, unless its weights were in tile
+  // groups (which the twin cannot read): the pick names what runs. (A pick pairing two variants whose
+  // layouts differ runs both ungrouped in the engine; the timings here are each variant's own layout.)
   r.pick = pick_decode_gemm(r.timings, r.measured_m, [](const std::string& name) {
-    return single_token_twin(find_skinny_gemm_variant(name)).name();
+    const SkinnyGemmVariant v = find_skinny_gemm_variant(name);
+    return skinny_tile_group(SkinnyGemmChoice::same(v)) != 1 ? name : single_token_twin(v).name();
   });
   if (log) log(str_cat(plan_op_name(op), " ", rows, "x", cols, ": ", r.pick.reason, " (", copies, " weight copies)"));
   return r;
