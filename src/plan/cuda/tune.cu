@@ -130,14 +130,17 @@ GemmResult tune_gemm(PlanOp op, const Plan& plan, const TuneOptions& options, si
   const auto [rows, cols] = decode_gemm_shape(op, plan.model);
   const DType dtype = plan.dtype;
   const DType out_dtype = op == PlanOp::LmHead ? DType::F32 : dtype;  // the LM head writes fp32 logits
-  // Room for the largest tile group (whole groups of 16 row tiles): each variant is timed on the layout
-  // the engine packs for it when it runs an op alone (skinny_tile_group); random data fills any layout.
-  const size_t weight_bytes = dtype_bytes(dtype, mma_packed_elems(rows, cols, 16));
+  // Each variant is timed on the layout the engine packs for it when it runs an op alone
+  // (skinny_tile_group); random data fills any layout, so one buffer with room for the largest group.
+  int max_group = 1;
+  for (const SkinnyGemmVariant& v : skinny_gemm_variants())
+    max_group = std::max(max_group, skinny_tile_group(SkinnyGemmChoice::same(v)));
+  const int64_t weight_elems = mma_packed_elems(rows, cols, max_group);
+  const size_t weight_bytes = dtype_bytes(dtype, weight_elems);
   const int copies = rotating_copies(weight_bytes, l2_bytes, 64);
   Buffer weights(weight_bytes * copies, str_cat(plan_op_name(op), " weights (", copies, " copies)"));
   for (int c = 0; c < copies; ++c)
-    fill_random(weights.get<char>() + weight_bytes * c, mma_packed_elems(rows, cols, 16), dtype, 1000 + c, 0.05f,
-                stream);
+    fill_random(weights.get<char>() + weight_bytes * c, weight_elems, dtype, 1000 + c, 0.05f, stream);
   Buffer x(dtype_bytes(dtype, int64_t{kDecodeGemmMaxTokens} * cols), "GEMM inputs");
   fill_random(x.get(), int64_t{kDecodeGemmMaxTokens} * cols, dtype, 7, 1.0f, stream);
   Buffer out(dtype_bytes(out_dtype, int64_t{kDecodeGemmMaxTokens} * rows), "GEMM outputs");
