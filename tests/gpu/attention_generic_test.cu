@@ -175,10 +175,8 @@ TEST_P(GenericDecodeTest, RaggedBatchMatchesCpuReference) {
   const AttentionShape shape = make_shape(c.head_dim, c.group);
   std::mt19937 rng(8765 + c.head_dim + 10 * c.group + (c.dtype == DType::F16));
   const std::vector<int> lens{17, 1, 300, 16, 129};
-  std::vector<SeqKv> seqs;
-  std::vector<const SeqKv*> ptrs;
-  for (int len : lens) seqs.push_back(random_seq_kv(c.dtype, len, shape.n_kv_heads, shape.head_dim, rng));
-  for (const auto& s : seqs) ptrs.push_back(&s);
+  RandomSeqs data(c.dtype, lens, shape.n_kv_heads, shape.head_dim, rng);
+  const auto& [seqs, ptrs] = data;
   const size_t row = static_cast<size_t>(shape.n_heads) * shape.head_dim;
   const std::vector<uint16_t> q = random_bits(c.dtype, lens.size() * row, 3.0f, rng);
   const std::vector<uint16_t> out = run_decode(c.dtype, shape, ptrs, q, rng);
@@ -203,10 +201,8 @@ TEST(AttentionGenericDecode, OutputIsBitwiseIndependentOfBatch) {
     const size_t row = static_cast<size_t>(shape.n_heads) * shape.head_dim;
     const std::vector<int> lens{5, 300, 33, 1, 250};
     const int target = 1;
-    std::vector<SeqKv> seqs;
-    std::vector<const SeqKv*> ptrs;
-    for (int len : lens) seqs.push_back(random_seq_kv(dtype, len, shape.n_kv_heads, shape.head_dim, rng));
-    for (const auto& s : seqs) ptrs.push_back(&s);
+    RandomSeqs data(dtype, lens, shape.n_kv_heads, shape.head_dim, rng);
+    const auto& [seqs, ptrs] = data;
     const std::vector<uint16_t> q = random_bits(dtype, lens.size() * row, 3.0f, rng);
     const std::vector<uint16_t> q_target(q.begin() + target * row, q.begin() + (target + 1) * row);
 

@@ -256,10 +256,8 @@ void check_decode(DType dtype, int head_dim, int n_kv_heads, int group, int bloc
   const int max_len = *std::max_element(lens.begin(), lens.end());
   DecodeAttentionPlan plan{split_tokens, (max_len + split_tokens - 1) / split_tokens};
   plan.cluster_ranks = ranks;
-  std::vector<SeqKv> seqs;
-  std::vector<const SeqKv*> ptrs;
-  for (int len : lens) seqs.push_back(random_seq_kv(dtype, len, n_kv_heads, head_dim, rng));
-  for (const auto& s : seqs) ptrs.push_back(&s);
+  RandomSeqs data(dtype, lens, n_kv_heads, head_dim, rng);
+  const auto& [seqs, ptrs] = data;
   const size_t row = static_cast<size_t>(n_heads) * head_dim;
   const std::vector<uint16_t> q = random_bits(dtype, lens.size() * row, 3.0f, rng);
   std::vector<std::vector<uint16_t>> outs;
@@ -411,10 +409,8 @@ TEST(AttentionDecode, OutputIsBitwiseIndependentOfBatch) {
     std::vector<int> lens = ragged_lengths(40, rng);
     const int target = 17;
     lens[target] = 1537;
-    std::vector<SeqKv> seqs;
-    std::vector<const SeqKv*> ptrs;
-    for (int len : lens) seqs.push_back(random_seq_kv(dtype, len, n_kv_heads, head_dim, rng));
-    for (const auto& s : seqs) ptrs.push_back(&s);
+    RandomSeqs data(dtype, lens, n_kv_heads, head_dim, rng);
+    const auto& [seqs, ptrs] = data;
     const std::vector<uint16_t> q = random_bits(dtype, lens.size() * row, 3.0f, rng);
     const std::vector<uint16_t> q_target(q.begin() + target * row, q.begin() + (target + 1) * row);
 
@@ -457,10 +453,8 @@ TEST(AttentionDecode, FirstRowEarlyKeepsTheBits) {
   const AttentionShape shape{n_kv_heads * group, n_kv_heads, head_dim, 1.0f / std::sqrt(128.0f)};
   const size_t row = static_cast<size_t>(shape.n_heads) * head_dim;
   for (const std::vector<int>& lens : std::vector<std::vector<int>>{{1}, {37}, {700}, {2048}, {2100}, {5000}, {700, 33, 1500}}) {
-    std::vector<SeqKv> seqs;
-    std::vector<const SeqKv*> ptrs;
-    for (int len : lens) seqs.push_back(random_seq_kv(dtype, len, n_kv_heads, head_dim, rng));
-    for (const auto& s : seqs) ptrs.push_back(&s);
+    RandomSeqs data(dtype, lens, n_kv_heads, head_dim, rng);
+    const auto& [seqs, ptrs] = data;
     const std::vector<uint16_t> q = random_bits(dtype, lens.size() * row, 3.0f, rng);
     for (int ranks : decode_cluster_ranks()) {
       DecodeAttentionPlan plan{256, 24};
@@ -540,10 +534,8 @@ TEST(AttentionDecode, CapturesIntoACudaGraph) {
   const AttentionShape shape{n_kv_heads * group, n_kv_heads, head_dim, 1.0f / std::sqrt(128.0f)};
   const size_t row = static_cast<size_t>(shape.n_heads) * head_dim;
   const std::vector<int> lens{700, 1, 1300};
-  std::vector<SeqKv> seqs;
-  std::vector<const SeqKv*> ptrs;
-  for (int len : lens) seqs.push_back(random_seq_kv(dtype, len, n_kv_heads, head_dim, rng));
-  for (const auto& s : seqs) ptrs.push_back(&s);
+  RandomSeqs data(dtype, lens, n_kv_heads, head_dim, rng);
+  const auto& [seqs, ptrs] = data;
   PagedCache cache;
   build_paged_cache(cache, ptrs, PagedKvLayout{16, n_kv_heads, head_dim}, rng);
   const int batch = static_cast<int>(lens.size());
@@ -592,10 +584,8 @@ TEST(AttentionDecode, MatchesPrefillForSingleTokens) {
     const AttentionShape shape{n_kv_heads * group, n_kv_heads, head_dim, 1.0f / std::sqrt(128.0f)};
     const size_t row = static_cast<size_t>(shape.n_heads) * head_dim;
     const std::vector<int> lens = ragged_lengths(12, rng);
-    std::vector<SeqKv> seqs;
-    std::vector<const SeqKv*> ptrs;
-    for (int len : lens) seqs.push_back(random_seq_kv(dtype, len, n_kv_heads, head_dim, rng));
-    for (const auto& s : seqs) ptrs.push_back(&s);
+    RandomSeqs data(dtype, lens, n_kv_heads, head_dim, rng);
+    const auto& [seqs, ptrs] = data;
     const std::vector<uint16_t> q = random_bits(dtype, lens.size() * row, 3.0f, rng);
     const std::vector<uint16_t> decoded = run_decode(dtype, shape, 32, DecodeAttentionPlan{256, 8}, ptrs, q, rng);
 

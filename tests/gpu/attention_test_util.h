@@ -105,6 +105,18 @@ inline SeqKv random_seq_kv(DType t, int kv_len, int n_kv_heads, int head_dim, st
   return {kv_len, random_bits(t, n, 1.0f, rng), random_bits(t, n, 1.0f, rng)};
 }
 
+// Random K/V for sequences of `lens` tokens, in order, and pointers to them (what the runners take).
+struct RandomSeqs {
+  std::vector<SeqKv> seqs;
+  std::vector<const SeqKv*> ptrs;
+  RandomSeqs(DType t, const std::vector<int>& lens, int n_kv_heads, int head_dim, std::mt19937& rng) {
+    for (int len : lens) seqs.push_back(random_seq_kv(t, len, n_kv_heads, head_dim, rng));
+    for (const SeqKv& s : seqs) ptrs.push_back(&s);
+  }
+  RandomSeqs(const RandomSeqs&) = delete;  // ptrs point into seqs
+  RandomSeqs& operator=(const RandomSeqs&) = delete;
+};
+
 // A paged cache on the device holding `seqs` in shuffled, non-contiguous blocks.
 struct PagedCache {
   PagedKvLayout layout;
