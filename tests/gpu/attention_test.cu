@@ -442,35 +442,6 @@ TEST(AttentionDecode, OutputIsBitwiseIndependentOfBatch) {
   }
 }
 
-// DecodeAttentionPlan::first_row_early (sequence 0's first block numbers read at the kernel's start)
-// changes no bit: batch 1 at lengths whose first splits lie within the early row (up to 128 blocks)
-// and past it (the later splits read the table), and a batch whose other sequences read their tables.
-TEST(AttentionDecode, FirstRowEarlyKeepsTheBits) {
-  REQUIRE_CUDA_DEVICE();
-  const DType dtype = DType::BF16;
-  std::mt19937 rng(77);
-  const int n_kv_heads = 8, group = 4, head_dim = 128;
-  const AttentionShape shape{n_kv_heads * group, n_kv_heads, head_dim, 1.0f / std::sqrt(128.0f)};
-  const size_t row = static_cast<size_t>(shape.n_heads) * head_dim;
-  for (const std::vector<int>& lens : std::vector<std::vector<int>>{{1}, {37}, {700}, {2048}, {2100}, {5000}, {700, 33, 1500}}) {
-    RandomSeqs data(dtype, lens, n_kv_heads, head_dim, rng);
-    const auto& [seqs, ptrs] = data;
-    const std::vector<uint16_t> q = random_bits(dtype, lens.size() * row, 3.0f, rng);
-    for (int ranks : decode_cluster_ranks()) {
-      DecodeAttentionPlan plan{256, 24};
-      plan.cluster_ranks = ranks;
-      const std::vector<uint16_t> plain = run_decode(dtype, shape, 16, plan, ptrs, q, rng);
-      plan.first_row_early = true;
-      const std::vector<uint16_t> early = run_decode(dtype, shape, 16, plan, ptrs, q, rng);
-      ASSERT_EQ(plain.size(), q.size());
-      EXPECT_EQ(plain, early) << "batch " << lens.size() << ", first length " << lens[0] << ", ranks " << ranks;
-      const std::vector<uint16_t> q0(q.begin(), q.begin() + row), got0(early.begin(), early.begin() + row);
-      expect_close(dtype, got0, reference(dtype, q0, seqs[0], 1, shape.n_heads, n_kv_heads, head_dim, shape.scale),
-                   "first_row_early, first length " + std::to_string(lens[0]) + ", ranks " + std::to_string(ranks));
-    }
-  }
-}
-
 // Prefill keeps the same promise: a sequence's rows do not depend on the rest of the batch.
 TEST(AttentionPrefill, OutputIsBitwiseIndependentOfBatch) {
   REQUIRE_CUDA_DEVICE();

@@ -68,10 +68,6 @@ struct DecodeAttentionPlan {
   bool pdl = false;
   // Timeline slot (kernel_trace.h); null records nothing.
   KernelTrace* trace = nullptr;
-  // Lab switch (the fused decoder reads FUSELM_LAB_ATTN_EARLY_ROW=1): the split kernel reads sequence
-  // 0's first block numbers at its start, beside the lengths, so that a first item of sequence 0
-  // (every item at batch 1) needs no second round trip for its block numbers. Same results.
-  bool first_row_early = false;
 };
 // Workspace bytes decode_attention needs for `max_batch` sequences under `plan`.
 size_t decode_attention_workspace_bytes(const AttentionShape& shape, const DecodeAttentionPlan& plan, int max_batch);

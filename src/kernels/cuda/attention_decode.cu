@@ -62,8 +62,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
                         const int32_t* __restrict__ block_tables, int max_blocks_per_seq,
                         const int32_t* __restrict__ kv_lens, int batch, int n_heads, int group, int head_tiles,
                         int n_groups, DecodeSplitRule rule, float scale_log2, DecodeWorkspaceLayout ws_layout,
-                        uint8_t* __restrict__ workspace, uint16_t* __restrict__ out, KernelTrace* trace,
-                        bool first_row_early) {
+                        uint8_t* __restrict__ workspace, uint16_t* __restrict__ out, KernelTrace* trace) {
   using Cfg = DecodeConfig<HEAD_DIM, STAGES>;
   constexpr int kChunks = HEAD_DIM / 8;
   constexpr int kQuads = HEAD_DIM / 4;  // float4 groups per row
@@ -102,11 +101,6 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   uint8_t* records = workspace + DecodeWorkspaceLayout::kHeaderBytes;
   __shared__ int64_t claimed;  // in rank 0: the cluster's next item
   __shared__ int32_t split_blocks[kDecodeMaxSplitBlocks];
-  // DecodeAttentionPlan::first_row_early: sequence 0's first block numbers, one a thread, read
-  // alongside the lengths. A first item of sequence 0 (every item at batch 1) stages its split's
-  // block numbers from these registers instead of a second round trip once the item is located.
-  int32_t early_block = 0;
-  if (first_row_early && tid < max_blocks_per_seq) early_block = __ldg(block_tables + tid);
   WarpSeqWindow seqs{kv_lens, batch, capacity, n_groups, rule, lane};
   const auto fill_window = [&](int first_seq) { return seqs.fill(first_seq); };
   const auto locate_in_window = [&](int64_t rel, int& i, int& before, int& len) { seqs.locate(rel, i, before, len); };
@@ -172,13 +166,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     const int first_block = split_begin >> block_shift;
     const int n_blocks = n_steps > 0 ? ((split_end - 1) >> block_shift) - first_block + 1 : 0;
     // (A split spans at most kDecodeMaxSplitBlocks blocks: the launcher checks split_tokens.)
-    const bool early = first_row_early && item == unit && seq == 0 &&
-                       first_block + n_blocks <= min(Cfg::kThreads, max_blocks_per_seq);
-    if (early) {
-      if (tid >= first_block && tid < first_block + n_blocks) split_blocks[tid - first_block] = early_block;
-    } else {
-      for (int i = tid; i < n_blocks; i += Cfg::kThreads) split_blocks[i] = block_table[first_block + i];
-    }
+    for (int i = tid; i < n_blocks; i += Cfg::kThreads) split_blocks[i] = block_table[first_block + i];
     __syncthreads();
     if (item == unit && tid == 0) trace_mark(trace, 4);  // its block numbers are staged
     // One stage's K and V rows first .. first + kKeys - 1 (zero-filled past the split, the row at
@@ -548,7 +536,7 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
             pdl, ranks, static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k),
             static_cast<const uint16_t*>(kv.v), kv.layout, kv.block_tables, kv.max_blocks_per_seq, kv_lens, batch,
             shape.n_heads, group, head_tiles, n_groups, rule, scale_log2, decode_workspace_layout(shape, plan),
-            static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out), plan.trace, plan.first_row_early));
+            static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out), plan.trace));
         return Status();
       });
     };

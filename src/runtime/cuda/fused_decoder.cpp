@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
@@ -77,7 +76,6 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
                            const DecodeAttentionPlan& attention_plan, const FusedDecodeVariants& variants,
                            std::vector<int> buckets, cudaStream_t stream)
     : attention_plan_(attention_plan), buckets_(std::move(buckets)) {
-  if (const char* lab = std::getenv("FUSELM_LAB_ATTN_EARLY_ROW")) attention_plan_.first_row_early = std::string(lab) == "1";
   FUSELM_CHECK(!buckets_.empty() && std::is_sorted(buckets_.begin(), buckets_.end()) && buckets_.front() >= 1,
                "fused decode: the batch buckets must be ascending and positive");
   const std::string unsupported = fused_decode_unsupported_reason(config, dtype);
