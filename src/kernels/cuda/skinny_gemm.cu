@@ -13,7 +13,7 @@ using namespace skinny_detail;
 // (docs/kernels/skinny_gemm.md), the CTA pipeline far faster at m = 16.
 SkinnyGemmVariant single_token_twin(const SkinnyGemmVariant& v) {
   const int shape = v.row_tiles * 100 + v.warps;
-  const bool cta_shape = shape == 104 || shape == 108 || shape == 204 || shape == 207 || shape == 208 || shape == 404;
+  const bool cta_shape = shape == 104 || shape == 108 || shape == 204 || shape == 208 || shape == 404;
   if (v.pipeline != SkinnyPipeline::kCtaSplitRows || !cta_shape || (v.k_split != 4 && v.k_split != 8)) return v;
   return SkinnyGemmVariant{1, v.k_split, 1, SkinnyPipeline::kWarpSplitK};
 }
@@ -44,12 +44,8 @@ std::vector<SkinnyGemmVariant> skinny_gemm_variants() {
   for (int k_split : {1, 2, 4, 8})
     for (int row_tiles : {1, 2, 4})
       for (int warps : {4, 8}) v.push_back({row_tiles, warps, k_split});
-  // 2 x 7 (14 row tiles a CTA) fits FFN widths with a factor of 7 (14,336 = 7 * 2^11): the 8B gate/up's
-  // 1,792 row tiles make 512 CTAs at k4, four on nearly every SM, where 16-tile CTAs make 448 (four
-  // on 52 SMs, three on 80), and the SMs with four set the K loop's end.
   for (int k_split : {1, 2, 4, 8})
-    for (auto [row_tiles, warps] :
-         {std::pair{1, 4}, std::pair{2, 4}, std::pair{1, 8}, std::pair{2, 8}, std::pair{4, 4}, std::pair{2, 7}})
+    for (auto [row_tiles, warps] : {std::pair{1, 4}, std::pair{2, 4}, std::pair{1, 8}, std::pair{2, 8}, std::pair{4, 4}})
       v.push_back({row_tiles, warps, k_split, SkinnyPipeline::kCtaSplitRows});
   for (int k_split : {1, 2, 4, 8})
     for (int warps : {4, 8}) v.push_back({1, warps, k_split, SkinnyPipeline::kRegisters});
