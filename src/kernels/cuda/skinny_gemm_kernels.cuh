@@ -119,6 +119,16 @@ __device__ __forceinline__ void scale_by_rstd(float (&c)[MT][4], const float* rs
 // the kernel's tail (1-2.4 us per residual GEMM in the decode step).
 struct NoOperands {};
 
+// An epilogue may fetch operands after the K loop too (load_after_loop), where their latency
+// overlaps the reduction's barriers instead of holding up the loop's start: those whose addresses
+// need what `load` fetched (QKV's cache blocks need the positions). Epilogues without it skip this.
+template <typename T, int MT, class Epilogue>
+__device__ __forceinline__ void load_after_loop(const Epilogue& epilogue, int64_t nt, int t, int m,
+                                                typename Epilogue::template Operands<MT>& operands) {
+  if constexpr (requires { epilogue.template load_after_loop<T, MT>(nt, t, m, operands); })
+    epilogue.template load_after_loop<T, MT>(nt, t, m, operands);
+}
+
 struct StoreEpilogue {
   void* out;
   DType out_dtype;
@@ -219,25 +229,28 @@ struct ResidualEpilogue {
   }
 };
 
-// The RoPE rotation of one (dim, dim + half) pair, out of line: sincosf is a long instruction
-// sequence (with a slow path for large arguments), and a copy inlined per token slot made the
-// epilogue, which runs once per launch from a cold instruction cache, that much longer to fetch.
-static __device__ __noinline__ float2 rope_rotate(float lo, float hi, int pos, float freq) {
-  float s, co;
-  sincosf(static_cast<float>(pos) * freq, &s, &co);
-  return make_float2(lo * co - hi * s, hi * co + lo * s);
+// The RoPE angle's cosine and sine for a (dim, dim + half) pair, out of line: sincosf is a long
+// instruction sequence (with a slow path for large arguments), and a copy inlined per token slot
+// made the epilogue, which runs once per launch from a cold instruction cache, that much longer to
+// fetch.
+static __device__ __noinline__ void rope_cos_sin(int pos, float freq, float& co, float& sn) {
+  sincosf(static_cast<float>(pos) * freq, &sn, &co);
 }
 
 struct QkvRopeEpilogue {
   SkinnyQkvOut out;
 
-  // The lane's rotation frequency and its tokens' positions. (The cache blocks of K and V rows are
-  // looked up in `apply`: their address needs the position, and waiting for it here held up the
-  // K loop's start by a round trip.)
+  // The lane's rotation frequency and its tokens' positions (load, before the K loop), then the
+  // cache blocks of its K and V rows and each token's rotation (load_after_loop, once the K loop is
+  // done, under the reduction's barriers): a block's address needs the position, and waiting for it
+  // before the loop held up the K loop's start by a round trip, and after the reduction the
+  // epilogue by one, plus the sincosf.
   template <int MT>
   struct Operands {
     float freq;
     int pos[MT][2];
+    int block[MT][2];
+    float cos[MT][2], sin[MT][2];
   };
   template <typename T, int MT>
   __device__ Operands<MT> load(int64_t nt, int g, int t, int m) const {
@@ -259,6 +272,26 @@ struct QkvRopeEpilogue {
   }
 
   template <typename T, int MT>
+  __device__ void load_after_loop(int64_t nt, int t, int m, Operands<MT>& in) const {
+    const int tiles_per_head = out.head_dim / 16;
+    const int head = static_cast<int>(nt / tiles_per_head);
+    const bool is_q = head < out.n_heads;
+    const bool is_v = head >= out.n_heads + out.n_kv_heads;
+    if (head >= out.n_heads + 2 * out.n_kv_heads) return;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int tok = mt * 8 + 2 * t + e;
+        if (tok >= m) continue;
+        if (!is_q)
+          in.block[mt][e] = out.kv.block_tables[static_cast<int64_t>(tok) * out.kv.max_blocks_per_seq +
+                                                in.pos[mt][e] / out.kv.layout.block_size];
+        if (!is_v) rope_cos_sin(in.pos[mt][e], in.freq, in.cos[mt][e], in.sin[mt][e]);
+      }
+  }
+
+  template <typename T, int MT>
   __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m, const Operands<MT>& in) const {
     const int tiles_per_head = out.head_dim / 16;
     const int head = static_cast<int>(nt / tiles_per_head);
@@ -268,19 +301,6 @@ struct QkvRopeEpilogue {
     const bool is_v = head >= out.n_heads + out.n_kv_heads;
     if (head >= out.n_heads + 2 * out.n_kv_heads) return;
     const PagedKvLayout& layout = out.kv.layout;
-    // Every block lookup first, then the stores (a load may not pass a store that could alias it).
-    int block[MT][2] = {};
-    if (!is_q) {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int tok = mt * 8 + 2 * t + e;
-          block[mt][e] = tok < m ? out.kv.block_tables[static_cast<int64_t>(tok) * out.kv.max_blocks_per_seq +
-                                                       in.pos[mt][e] / layout.block_size]
-                                 : 0;
-        }
-    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -289,9 +309,11 @@ struct QkvRopeEpilogue {
         if (tok >= m) continue;
         float lo = c[mt][e], hi = c[mt][2 + e];
         if (!is_v) {
-          const float2 rotated = rope_rotate(lo, hi, in.pos[mt][e], in.freq);
-          lo = rotated.x;
-          hi = rotated.y;
+          // Rounding spelled out: every kernel instance (and so every batch size) rotates alike.
+          const float co = in.cos[mt][e], sn = in.sin[mt][e];
+          const float rotated_lo = __fmaf_rn(lo, co, -__fmul_rn(hi, sn));
+          hi = __fmaf_rn(hi, co, __fmul_rn(lo, sn));
+          lo = rotated_lo;
         }
         T* dst;
         if (is_q) {
@@ -299,7 +321,7 @@ struct QkvRopeEpilogue {
         } else {
           const int kv_head = (head - out.n_heads) % out.n_kv_heads;
           dst = static_cast<T*>(is_v ? out.kv.v : out.kv.k) +
-                layout.offset(block[mt][e], kv_head, in.pos[mt][e] % layout.block_size);
+                layout.offset(in.block[mt][e], kv_head, in.pos[mt][e] % layout.block_size);
         }
         dst[dim] = from_float<T>(lo);
         dst[dim + half] = from_float<T>(hi);
@@ -338,23 +360,38 @@ struct SwigluEpilogue {
 // fixed order; warp w of `warps` takes tokens w, w + warps, ... Called right after the wait for the
 // previous kernel, so that its loads overlap the weight stream instead of following it; the result
 // is read after a later barrier.
+template <int MT>
 __device__ __forceinline__ void norm_rstd(float* rstd, const SkinnyNorm& norm, int m, int warp, int warps, int lane) {
   if (norm.partials == nullptr) return;
   constexpr int kChunk = 8;  // loads issued together (a loop adding after each load waits per load)
-  for (int tok = warp; tok < m; tok += warps) {
-    const float* row = norm.partials + tok * norm.num_partials;
-    float s = 0.0f;
+  // Tokens a warp sums at once: from 9 tokens on, all of a 4-warp CTA's in one round trip, where a
+  // token at a time took four before the K loop could start; up to 8, one (the one-token path's
+  // code stays as short as it was).
+  constexpr int kTokens = MT == 1 ? 1 : 4;
+  for (int tok0 = warp; tok0 < m; tok0 += warps * kTokens) {
+    float s[kTokens] = {};
     for (int p0 = lane; p0 < norm.num_partials; p0 += 32 * kChunk) {
-      float v[kChunk];
+      float v[kTokens][kChunk];
 #pragma unroll
-      for (int j = 0; j < kChunk; ++j) v[j] = p0 + 32 * j < norm.num_partials ? row[p0 + 32 * j] : 0.0f;
+      for (int i = 0; i < kTokens; ++i) {
+        const int tok = tok0 + i * warps;
+        const float* row = norm.partials + tok * norm.num_partials;
 #pragma unroll
-      for (int j = 0; j < kChunk; ++j)
-        if (p0 + 32 * j < norm.num_partials) s += v[j];
+        for (int j = 0; j < kChunk; ++j) v[i][j] = tok < m && p0 + 32 * j < norm.num_partials ? row[p0 + 32 * j] : 0.0f;
+      }
+#pragma unroll
+      for (int i = 0; i < kTokens; ++i)
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j)
+          if (p0 + 32 * j < norm.num_partials) s[i] += v[i][j];
     }
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-    if (lane == 0) rstd[tok] = rsqrtf(s / norm.dim + norm.eps);
+    for (int i = 0; i < kTokens; ++i) {
+      const int tok = tok0 + i * warps;
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) s[i] += __shfl_xor_sync(0xffffffffu, s[i], off);
+      if (lane == 0 && tok < m) rstd[tok] = rsqrtf(s[i] / norm.dim + norm.eps);
+    }
   }
 }
 
@@ -516,7 +553,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll 1
   for (int s = 0; s < STAGES - 1; ++s) issue_x(s);
   cp_async_commit();
-  norm_rstd(rstd, norm, m, warp, WARPS, lane);
+  norm_rstd<MT>(rstd, norm, m, warp, WARPS, lane);
   // The epilogue's operands of the tile this warp finishes (at most one: RT <= WARPS), loaded while
   // the K loop streams.
   static_assert(RT <= WARPS, "a warp finishes at most one row tile");
@@ -566,6 +603,10 @@ __global__ void __launch_bounds__(WARPS * 32)
       }
     }
   }
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+    if (r % k_split == rank && (r / k_split) % WARPS == warp && tile0 + r < row_tiles)
+      load_after_loop<T, MT>(epilogue, tile0 + r, t, m, operands);
   cp_async_wait<0>();
 
   __syncthreads();  // every warp is done with its pipeline, whose memory now holds the reduction
@@ -618,13 +659,20 @@ __global__ void __launch_bounds__(WARPS * 32)
 // + rank 1 + ... in that order; then 1/rms and the epilogue.
 template <typename T, int MT, int RT, int WARPS, class Epilogue>
 __device__ __forceinline__ void finish_split_rows(const float (&acc)[RT][MT][4],
-                                                  const typename Epilogue::template Operands<MT> (&operands)[RT],
+                                                  typename Epilogue::template Operands<MT> (&operands)[RT],
                                                   float* part, bool consumer, int k_split, int rank, int64_t tile0,
                                                   int tiles_here, const float* rstd, const SkinnyNorm& norm,
                                                   const Epilogue& epilogue, int m, KernelTrace* trace) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t = lane % 4;
   if (threadIdx.x == 0) trace_mark(trace, 1);
+  if (consumer) {
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      const int j = warp * RT + r;
+      if (j % k_split == rank && j < tiles_here) load_after_loop<T, MT>(epilogue, tile0 + j, t, m, operands[r]);
+    }
+  }
   if (consumer && k_split > 1) {
 #pragma unroll
     for (int r = 0; r < RT; ++r)
@@ -782,7 +830,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
     // Consumers: each warp multiplies its own RT row tiles over the whole K range of the CTA. The
     // 1/rms comes first: the first stage's activations follow the same wait.
     wait_for_previous_grid();
-    norm_rstd(rstd, norm, m, warp, WARPS, lane);
+    norm_rstd<MT>(rstd, norm, m, warp, WARPS, lane);
     // The epilogue's operands of the tiles this warp finishes, loaded while the K loop streams.
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
@@ -955,7 +1003,7 @@ __global__ void __launch_bounds__(WARPS * 32, 32 / WARPS)
   load_half(wb, k_begin + H);
   wait_for_previous_grid();
   if (threadIdx.x == 0) trace_released(trace);
-  norm_rstd(rstd, norm, m, warp, WARPS, lane);
+  norm_rstd<MT>(rstd, norm, m, warp, WARPS, lane);
   typename Epilogue::template Operands<MT> operands[RT] = {};
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
