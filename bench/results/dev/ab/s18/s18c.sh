@@ -33,3 +33,4 @@ echo "ab $((SECONDS-start)) s"
 FUSELM_TIMELINE_SHAPE=llama-3.1-8b timeout 60 build-gpu/tests/gpu_decode_timeline_test --gtest_also_run_disabled_tests --gtest_filter='*Lab*' 2>&1 | grep "^\[bench\]" | grep -v "us after" | grep -E "shape|qkv|gate_up" | sed "s/^/new /" | tee -a $OUT/timeline.txt
 tar czf $OUT/ab.tar.gz bench/results/dev/ab/*.json 2>/dev/null
 echo "total $((SECONDS-start)) s"
+nvcc -std=c++20 -O3 -Isrc --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a .lab/occ.cu -o /tmp/occ && /tmp/occ | tee $OUT/occupancy.txt
