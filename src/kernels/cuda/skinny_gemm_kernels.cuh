@@ -1175,29 +1175,33 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
                                           v.k_split, norm, epi, options.trace, w.tile_group));
     return Status();
   }
-  if (w.tile_group != 1)
-    return Status::error(str_cat("skinny GEMM: ", v.name(), " reads weights packed row tile by row tile (tile "
-                                 "group 1), not in tile groups of ", w.tile_group,
-                                 "; the warp pipeline reads no tile groups (the CTA and register pipelines do)"));
-  using Shallow = SkinnyPipe<T, MT, RT, WARPS>;
-  const int64_t grid = (row_tiles + RT - 1) / RT * v.k_split;
-  // A grid of at most one 8-warp CTA per SM (up to 8 tokens) leaves an SM's shared memory half used
-  // at four stages, and a long K loop then waits on latency with 48 KB in flight per SM: give it
-  // twice the stages (1B down projection: K loop 11.4 -> 7.9 us). Not for a short K loop, which the
-  // prologue already covers, since a deep CTA keeps the next kernel's CTAs off its SM until it exits.
-  // The stage count changes no result (each warp adds its k-tiles in the same order).
-  if constexpr (MT == 1 && RT == 1 && WARPS == 8) {
-    const int64_t warp_k_tiles = k_tiles_per_warp(k_tiles, v.k_split, WARPS);
-    const int64_t warp_stages = (warp_k_tiles + Shallow::kStageKTiles - 1) / Shallow::kStageKTiles;
-    using Deep = SkinnyPipe<T, MT, RT, WARPS, 2 * Shallow::kStages>;
-    const DeviceLimits limits = device_limits();
-    if (grid <= limits.sm_count && Deep::kSmemBytes <= limits.max_smem_per_block &&
-        warp_stages > 2 * Shallow::kStages)
-      return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Deep::kStages>(
-          config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
+  if constexpr (WARPS == 7) {
+    return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(), ": 7 warps is a CTA-pipeline shape"));
+  } else {
+    if (w.tile_group != 1)
+      return Status::error(str_cat("skinny GEMM: ", v.name(), " reads weights packed row tile by row tile (tile "
+                                   "group 1), not in tile groups of ", w.tile_group,
+                                   "; the warp pipeline reads no tile groups (the CTA and register pipelines do)"));
+    using Shallow = SkinnyPipe<T, MT, RT, WARPS>;
+    const int64_t grid = (row_tiles + RT - 1) / RT * v.k_split;
+    // A grid of at most one 8-warp CTA per SM (up to 8 tokens) leaves an SM's shared memory half used
+    // at four stages, and a long K loop then waits on latency with 48 KB in flight per SM: give it
+    // twice the stages (1B down projection: K loop 11.4 -> 7.9 us). Not for a short K loop, which the
+    // prologue already covers, since a deep CTA keeps the next kernel's CTAs off its SM until it exits.
+    // The stage count changes no result (each warp adds its k-tiles in the same order).
+    if constexpr (MT == 1 && RT == 1 && WARPS == 8) {
+      const int64_t warp_k_tiles = k_tiles_per_warp(k_tiles, v.k_split, WARPS);
+      const int64_t warp_stages = (warp_k_tiles + Shallow::kStageKTiles - 1) / Shallow::kStageKTiles;
+      using Deep = SkinnyPipe<T, MT, RT, WARPS, 2 * Shallow::kStages>;
+      const DeviceLimits limits = device_limits();
+      if (grid <= limits.sm_count && Deep::kSmemBytes <= limits.max_smem_per_block &&
+          warp_stages > 2 * Shallow::kStages)
+        return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Deep::kStages>(
+            config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
+    }
+    return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Shallow::kStages>(
+        config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
   }
-  return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Shallow::kStages>(
-      config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
 }
 
 // The one dispatch point for the variant's compile-time shape (row tiles x warps).
@@ -1222,6 +1226,9 @@ Status launch_variant(const PackedWeight& w, const SkinnyInput& in, const Skinny
     case 104: return launch_shape<T, MT, 1, 4>(w, in, norm, epi, v, options, stream);
     case 108: return launch_shape<T, MT, 1, 8>(w, in, norm, epi, v, options, stream);
     case 204: return launch_shape<T, MT, 2, 4>(w, in, norm, epi, v, options, stream);
+    case 207:
+      if (cta) return launch_shape<T, MT, 2, 7>(w, in, norm, epi, v, options, stream);
+      break;
     case 208: return launch_shape<T, MT, 2, 8>(w, in, norm, epi, v, options, stream);
     case 404: return launch_shape<T, MT, 4, 4>(w, in, norm, epi, v, options, stream);
     case 408:
@@ -1230,7 +1237,7 @@ Status launch_variant(const PackedWeight& w, const SkinnyInput& in, const Skinny
     default: break;
   }
   return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(),
-                               cta ? " (CTA pipeline: row_tiles x warps in 1x4, 1x8, 2x4, 2x8, 4x4; k_split 1..8)"
+                               cta ? " (CTA pipeline: row_tiles x warps in 1x4, 1x8, 2x4, 2x7, 2x8, 4x4; k_split 1..8)"
                                    : " (supported: row_tiles 1, 2, 4 x warps 4, 8, any k_split 1..8)"));
 }
 
