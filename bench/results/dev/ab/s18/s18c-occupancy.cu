@@ -37,6 +37,7 @@ int main() {
               p.multiProcessorCount, p.regsPerMultiprocessor, p.sharedMemPerMultiprocessor, p.sharedMemPerBlockOptin,
               p.reservedSharedMemPerBlock);
   probe<1, 2, 8>(448);
+  probe<1, 2, 7>(384, 3);  // rt2_w7_k3_cta
   probe<1, 1, 8>(500, 2);  // 8B LM head at vocab 32000: rt1_w8_k2_cta
   probe<1, 1, 4>(512, 2);  // 1B gate/up: rt1_w4_k2_cta
   probe<2, 1, 4>(512, 2);
