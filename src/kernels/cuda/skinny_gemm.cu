@@ -47,11 +47,6 @@ std::vector<SkinnyGemmVariant> skinny_gemm_variants() {
   for (int k_split : {1, 2, 4, 8})
     for (auto [row_tiles, warps] : {std::pair{1, 4}, std::pair{2, 4}, std::pair{1, 8}, std::pair{2, 8}, std::pair{4, 4}})
       v.push_back({row_tiles, warps, k_split, SkinnyPipeline::kCtaSplitRows});
-  // 14 row tiles a CTA, K in three: FFN widths with a factor of 7 (14,336 = 7 * 2^11) in grids of three
-  // CTAs an SM. The 8B gate/up's 1,792 row tiles make 384 CTAs (three on 120 SMs, two on 12), where
-  // rt2_w8_k4_cta makes 448 (four on 52 SMs, three on 80) and the SMs with four set the end; 512 CTAs
-  // of rt2_w7_k4_cta do not fit at once (at most 124 clusters of four are active on an H200).
-  v.push_back({2, 7, 3, SkinnyPipeline::kCtaSplitRows});
   for (int k_split : {1, 2, 4, 8})
     for (int warps : {4, 8}) v.push_back({1, warps, k_split, SkinnyPipeline::kRegisters});
   return v;

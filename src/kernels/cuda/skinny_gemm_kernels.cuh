@@ -119,16 +119,6 @@ __device__ __forceinline__ void scale_by_rstd(float (&c)[MT][4], const float* rs
 // the kernel's tail (1-2.4 us per residual GEMM in the decode step).
 struct NoOperands {};
 
-// An epilogue may fetch operands after the K loop too (load_after_loop), where their latency
-// overlaps the reduction's barriers instead of holding up the loop's start: those whose addresses
-// need what `load` fetched (QKV's cache blocks need the positions). Epilogues without it skip this.
-template <typename T, int MT, class Epilogue>
-__device__ __forceinline__ void load_after_loop(const Epilogue& epilogue, int64_t nt, int t, int m,
-                                                typename Epilogue::template Operands<MT>& operands) {
-  if constexpr (requires { epilogue.template load_after_loop<T, MT>(nt, t, m, operands); })
-    epilogue.template load_after_loop<T, MT>(nt, t, m, operands);
-}
-
 struct StoreEpilogue {
   void* out;
   DType out_dtype;
@@ -229,28 +219,25 @@ struct ResidualEpilogue {
   }
 };
 
-// The RoPE angle's cosine and sine for a (dim, dim + half) pair, out of line: sincosf is a long
-// instruction sequence (with a slow path for large arguments), and a copy inlined per token slot
-// made the epilogue, which runs once per launch from a cold instruction cache, that much longer to
-// fetch.
-static __device__ __noinline__ void rope_cos_sin(int pos, float freq, float& co, float& sn) {
-  sincosf(static_cast<float>(pos) * freq, &sn, &co);
+// The RoPE rotation of one (dim, dim + half) pair, out of line: sincosf is a long instruction
+// sequence (with a slow path for large arguments), and a copy inlined per token slot made the
+// epilogue, which runs once per launch from a cold instruction cache, that much longer to fetch.
+static __device__ __noinline__ float2 rope_rotate(float lo, float hi, int pos, float freq) {
+  float s, co;
+  sincosf(static_cast<float>(pos) * freq, &s, &co);
+  return make_float2(lo * co - hi * s, hi * co + lo * s);
 }
 
 struct QkvRopeEpilogue {
   SkinnyQkvOut out;
 
-  // The lane's rotation frequency and its tokens' positions (load, before the K loop), then the
-  // cache blocks of its K and V rows and each token's rotation (load_after_loop, once the K loop is
-  // done, under the reduction's barriers): a block's address needs the position, and waiting for it
-  // before the loop held up the K loop's start by a round trip, and after the reduction the
-  // epilogue by one, plus the sincosf.
+  // The lane's rotation frequency and its tokens' positions. (The cache blocks of K and V rows are
+  // looked up in `apply`: their address needs the position, and waiting for it here held up the
+  // K loop's start by a round trip.)
   template <int MT>
   struct Operands {
     float freq;
     int pos[MT][2];
-    int block[MT][2];
-    float cos[MT][2], sin[MT][2];
   };
   template <typename T, int MT>
   __device__ Operands<MT> load(int64_t nt, int g, int t, int m) const {
@@ -272,26 +259,6 @@ struct QkvRopeEpilogue {
   }
 
   template <typename T, int MT>
-  __device__ void load_after_loop(int64_t nt, int t, int m, Operands<MT>& in) const {
-    const int tiles_per_head = out.head_dim / 16;
-    const int head = static_cast<int>(nt / tiles_per_head);
-    const bool is_q = head < out.n_heads;
-    const bool is_v = head >= out.n_heads + out.n_kv_heads;
-    if (head >= out.n_heads + 2 * out.n_kv_heads) return;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int tok = mt * 8 + 2 * t + e;
-        if (tok >= m) continue;
-        if (!is_q)
-          in.block[mt][e] = out.kv.block_tables[static_cast<int64_t>(tok) * out.kv.max_blocks_per_seq +
-                                                in.pos[mt][e] / out.kv.layout.block_size];
-        if (!is_v) rope_cos_sin(in.pos[mt][e], in.freq, in.cos[mt][e], in.sin[mt][e]);
-      }
-  }
-
-  template <typename T, int MT>
   __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m, const Operands<MT>& in) const {
     const int tiles_per_head = out.head_dim / 16;
     const int head = static_cast<int>(nt / tiles_per_head);
@@ -301,6 +268,19 @@ struct QkvRopeEpilogue {
     const bool is_v = head >= out.n_heads + out.n_kv_heads;
     if (head >= out.n_heads + 2 * out.n_kv_heads) return;
     const PagedKvLayout& layout = out.kv.layout;
+    // Every block lookup first, then the stores (a load may not pass a store that could alias it).
+    int block[MT][2] = {};
+    if (!is_q) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int tok = mt * 8 + 2 * t + e;
+          block[mt][e] = tok < m ? out.kv.block_tables[static_cast<int64_t>(tok) * out.kv.max_blocks_per_seq +
+                                                       in.pos[mt][e] / layout.block_size]
+                                 : 0;
+        }
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -309,11 +289,9 @@ struct QkvRopeEpilogue {
         if (tok >= m) continue;
         float lo = c[mt][e], hi = c[mt][2 + e];
         if (!is_v) {
-          // Rounding spelled out: every kernel instance (and so every batch size) rotates alike.
-          const float co = in.cos[mt][e], sn = in.sin[mt][e];
-          const float rotated_lo = __fmaf_rn(lo, co, -__fmul_rn(hi, sn));
-          hi = __fmaf_rn(hi, co, __fmul_rn(lo, sn));
-          lo = rotated_lo;
+          const float2 rotated = rope_rotate(lo, hi, in.pos[mt][e], in.freq);
+          lo = rotated.x;
+          hi = rotated.y;
         }
         T* dst;
         if (is_q) {
@@ -321,7 +299,7 @@ struct QkvRopeEpilogue {
         } else {
           const int kv_head = (head - out.n_heads) % out.n_kv_heads;
           dst = static_cast<T*>(is_v ? out.kv.v : out.kv.k) +
-                layout.offset(in.block[mt][e], kv_head, in.pos[mt][e] % layout.block_size);
+                layout.offset(block[mt][e], kv_head, in.pos[mt][e] % layout.block_size);
         }
         dst[dim] = from_float<T>(lo);
         dst[dim + half] = from_float<T>(hi);
@@ -360,38 +338,23 @@ struct SwigluEpilogue {
 // fixed order; warp w of `warps` takes tokens w, w + warps, ... Called right after the wait for the
 // previous kernel, so that its loads overlap the weight stream instead of following it; the result
 // is read after a later barrier.
-template <int MT>
 __device__ __forceinline__ void norm_rstd(float* rstd, const SkinnyNorm& norm, int m, int warp, int warps, int lane) {
   if (norm.partials == nullptr) return;
   constexpr int kChunk = 8;  // loads issued together (a loop adding after each load waits per load)
-  // Tokens a warp sums at once: from 9 tokens on, all of a 4-warp CTA's in one round trip, where a
-  // token at a time took four before the K loop could start; up to 8, one (the one-token path's
-  // code stays as short as it was).
-  constexpr int kTokens = MT == 1 ? 1 : 4;
-  for (int tok0 = warp; tok0 < m; tok0 += warps * kTokens) {
-    float s[kTokens] = {};
+  for (int tok = warp; tok < m; tok += warps) {
+    const float* row = norm.partials + tok * norm.num_partials;
+    float s = 0.0f;
     for (int p0 = lane; p0 < norm.num_partials; p0 += 32 * kChunk) {
-      float v[kTokens][kChunk];
+      float v[kChunk];
 #pragma unroll
-      for (int i = 0; i < kTokens; ++i) {
-        const int tok = tok0 + i * warps;
-        const float* row = norm.partials + tok * norm.num_partials;
+      for (int j = 0; j < kChunk; ++j) v[j] = p0 + 32 * j < norm.num_partials ? row[p0 + 32 * j] : 0.0f;
 #pragma unroll
-        for (int j = 0; j < kChunk; ++j) v[i][j] = tok < m && p0 + 32 * j < norm.num_partials ? row[p0 + 32 * j] : 0.0f;
-      }
-#pragma unroll
-      for (int i = 0; i < kTokens; ++i)
-#pragma unroll
-        for (int j = 0; j < kChunk; ++j)
-          if (p0 + 32 * j < norm.num_partials) s[i] += v[i][j];
+      for (int j = 0; j < kChunk; ++j)
+        if (p0 + 32 * j < norm.num_partials) s += v[j];
     }
 #pragma unroll
-    for (int i = 0; i < kTokens; ++i) {
-      const int tok = tok0 + i * warps;
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) s[i] += __shfl_xor_sync(0xffffffffu, s[i], off);
-      if (lane == 0 && tok < m) rstd[tok] = rsqrtf(s[i] / norm.dim + norm.eps);
-    }
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (lane == 0) rstd[tok] = rsqrtf(s / norm.dim + norm.eps);
   }
 }
 
@@ -553,7 +516,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll 1
   for (int s = 0; s < STAGES - 1; ++s) issue_x(s);
   cp_async_commit();
-  norm_rstd<MT>(rstd, norm, m, warp, WARPS, lane);
+  norm_rstd(rstd, norm, m, warp, WARPS, lane);
   // The epilogue's operands of the tile this warp finishes (at most one: RT <= WARPS), loaded while
   // the K loop streams.
   static_assert(RT <= WARPS, "a warp finishes at most one row tile");
@@ -603,10 +566,6 @@ __global__ void __launch_bounds__(WARPS * 32)
       }
     }
   }
-#pragma unroll
-  for (int r = 0; r < RT; ++r)
-    if (r % k_split == rank && (r / k_split) % WARPS == warp && tile0 + r < row_tiles)
-      load_after_loop<T, MT>(epilogue, tile0 + r, t, m, operands);
   cp_async_wait<0>();
 
   __syncthreads();  // every warp is done with its pipeline, whose memory now holds the reduction
@@ -659,20 +618,13 @@ __global__ void __launch_bounds__(WARPS * 32)
 // + rank 1 + ... in that order; then 1/rms and the epilogue.
 template <typename T, int MT, int RT, int WARPS, class Epilogue>
 __device__ __forceinline__ void finish_split_rows(const float (&acc)[RT][MT][4],
-                                                  typename Epilogue::template Operands<MT> (&operands)[RT],
+                                                  const typename Epilogue::template Operands<MT> (&operands)[RT],
                                                   float* part, bool consumer, int k_split, int rank, int64_t tile0,
                                                   int tiles_here, const float* rstd, const SkinnyNorm& norm,
                                                   const Epilogue& epilogue, int m, KernelTrace* trace) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t = lane % 4;
   if (threadIdx.x == 0) trace_mark(trace, 1);
-  if (consumer) {
-#pragma unroll
-    for (int r = 0; r < RT; ++r) {
-      const int j = warp * RT + r;
-      if (j % k_split == rank && j < tiles_here) load_after_loop<T, MT>(epilogue, tile0 + j, t, m, operands[r]);
-    }
-  }
   if (consumer && k_split > 1) {
 #pragma unroll
     for (int r = 0; r < RT; ++r)
@@ -830,7 +782,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
     // Consumers: each warp multiplies its own RT row tiles over the whole K range of the CTA. The
     // 1/rms comes first: the first stage's activations follow the same wait.
     wait_for_previous_grid();
-    norm_rstd<MT>(rstd, norm, m, warp, WARPS, lane);
+    norm_rstd(rstd, norm, m, warp, WARPS, lane);
     // The epilogue's operands of the tiles this warp finishes, loaded while the K loop streams.
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
@@ -1003,7 +955,7 @@ __global__ void __launch_bounds__(WARPS * 32, 32 / WARPS)
   load_half(wb, k_begin + H);
   wait_for_previous_grid();
   if (threadIdx.x == 0) trace_released(trace);
-  norm_rstd<MT>(rstd, norm, m, warp, WARPS, lane);
+  norm_rstd(rstd, norm, m, warp, WARPS, lane);
   typename Epilogue::template Operands<MT> operands[RT] = {};
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
@@ -1175,33 +1127,29 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
                                           v.k_split, norm, epi, options.trace, w.tile_group));
     return Status();
   }
-  if constexpr (WARPS == 7) {
-    return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(), ": 7 warps is a CTA-pipeline shape"));
-  } else {
-    if (w.tile_group != 1)
-      return Status::error(str_cat("skinny GEMM: ", v.name(), " reads weights packed row tile by row tile (tile "
-                                   "group 1), not in tile groups of ", w.tile_group,
-                                   "; the warp pipeline reads no tile groups (the CTA and register pipelines do)"));
-    using Shallow = SkinnyPipe<T, MT, RT, WARPS>;
-    const int64_t grid = (row_tiles + RT - 1) / RT * v.k_split;
-    // A grid of at most one 8-warp CTA per SM (up to 8 tokens) leaves an SM's shared memory half used
-    // at four stages, and a long K loop then waits on latency with 48 KB in flight per SM: give it
-    // twice the stages (1B down projection: K loop 11.4 -> 7.9 us). Not for a short K loop, which the
-    // prologue already covers, since a deep CTA keeps the next kernel's CTAs off its SM until it exits.
-    // The stage count changes no result (each warp adds its k-tiles in the same order).
-    if constexpr (MT == 1 && RT == 1 && WARPS == 8) {
-      const int64_t warp_k_tiles = k_tiles_per_warp(k_tiles, v.k_split, WARPS);
-      const int64_t warp_stages = (warp_k_tiles + Shallow::kStageKTiles - 1) / Shallow::kStageKTiles;
-      using Deep = SkinnyPipe<T, MT, RT, WARPS, 2 * Shallow::kStages>;
-      const DeviceLimits limits = device_limits();
-      if (grid <= limits.sm_count && Deep::kSmemBytes <= limits.max_smem_per_block &&
-          warp_stages > 2 * Shallow::kStages)
-        return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Deep::kStages>(
-            config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
-    }
-    return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Shallow::kStages>(
-        config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
+  if (w.tile_group != 1)
+    return Status::error(str_cat("skinny GEMM: ", v.name(), " reads weights packed row tile by row tile (tile "
+                                 "group 1), not in tile groups of ", w.tile_group,
+                                 "; the warp pipeline reads no tile groups (the CTA and register pipelines do)"));
+  using Shallow = SkinnyPipe<T, MT, RT, WARPS>;
+  const int64_t grid = (row_tiles + RT - 1) / RT * v.k_split;
+  // A grid of at most one 8-warp CTA per SM (up to 8 tokens) leaves an SM's shared memory half used
+  // at four stages, and a long K loop then waits on latency with 48 KB in flight per SM: give it
+  // twice the stages (1B down projection: K loop 11.4 -> 7.9 us). Not for a short K loop, which the
+  // prologue already covers, since a deep CTA keeps the next kernel's CTAs off its SM until it exits.
+  // The stage count changes no result (each warp adds its k-tiles in the same order).
+  if constexpr (MT == 1 && RT == 1 && WARPS == 8) {
+    const int64_t warp_k_tiles = k_tiles_per_warp(k_tiles, v.k_split, WARPS);
+    const int64_t warp_stages = (warp_k_tiles + Shallow::kStageKTiles - 1) / Shallow::kStageKTiles;
+    using Deep = SkinnyPipe<T, MT, RT, WARPS, 2 * Shallow::kStages>;
+    const DeviceLimits limits = device_limits();
+    if (grid <= limits.sm_count && Deep::kSmemBytes <= limits.max_smem_per_block &&
+        warp_stages > 2 * Shallow::kStages)
+      return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Deep::kStages>(
+          config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
   }
+  return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Shallow::kStages>(
+      config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
 }
 
 // The one dispatch point for the variant's compile-time shape (row tiles x warps).
@@ -1226,9 +1174,6 @@ Status launch_variant(const PackedWeight& w, const SkinnyInput& in, const Skinny
     case 104: return launch_shape<T, MT, 1, 4>(w, in, norm, epi, v, options, stream);
     case 108: return launch_shape<T, MT, 1, 8>(w, in, norm, epi, v, options, stream);
     case 204: return launch_shape<T, MT, 2, 4>(w, in, norm, epi, v, options, stream);
-    case 207:
-      if (cta) return launch_shape<T, MT, 2, 7>(w, in, norm, epi, v, options, stream);
-      break;
     case 208: return launch_shape<T, MT, 2, 8>(w, in, norm, epi, v, options, stream);
     case 404: return launch_shape<T, MT, 4, 4>(w, in, norm, epi, v, options, stream);
     case 408:
@@ -1237,7 +1182,7 @@ Status launch_variant(const PackedWeight& w, const SkinnyInput& in, const Skinny
     default: break;
   }
   return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(),
-                               cta ? " (CTA pipeline: row_tiles x warps in 1x4, 1x8, 2x4, 2x7, 2x8, 4x4; k_split 1..8)"
+                               cta ? " (CTA pipeline: row_tiles x warps in 1x4, 1x8, 2x4, 2x8, 4x4; k_split 1..8)"
                                    : " (supported: row_tiles 1, 2, 4 x warps 4, 8, any k_split 1..8)"));
 }
 
