@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -94,6 +95,18 @@ TEST(DecodeTimeline, EveryKernelStampsAnOrderedRecord) {
         before = t.mark(m);
       }
       EXPECT_LE(before, t.end());
+      // Every CTA's end is counted on its SM, between the first CTA's end and the last's.
+      int ctas = 0;
+      for (int sm = 0; sm < KernelTrace::kSms; ++sm) {
+        ctas += t.sm_ctas(sm);
+        if (t.sm_ctas(sm) == 0) {
+          EXPECT_EQ(t.sm_end(sm), KernelTrace::kUnset) << "SM " << sm;
+          continue;
+        }
+        EXPECT_LE(t.first_end, t.sm_end(sm)) << "SM " << sm;
+        EXPECT_LE(t.sm_end(sm), t.end()) << "SM " << sm;
+      }
+      EXPECT_GT(ctas, 0);
       // A kernel is released only once its predecessor has ended (programmatic dependent launch
       // lets it start earlier, never read earlier).
       if (i > 0) EXPECT_GE(t.released, trace[i - 1].end());
@@ -112,7 +125,9 @@ constexpr const char* kMarkNames =
 
 // Lab: batch 1 and batch 16, prompt 512, the mean over 16 steps and over the layers of each step of, per kind of
 // kernel: when its first and last CTA start, are released from the wait, reach each mark (the
-// last CTA), and end (last, then first), relative to its predecessor's end.
+// last CTA), and end (last, then first), relative to its predecessor's end. Then, per kind of kernel,
+// its SMs by how many of its CTAs each ran: how many SMs (per launch) and when the last CTA on them
+// ended, on average.
 TEST(DecodeTimeline, DISABLED_Lab) {
   FUSELM_REQUIRE_GPU();
   LoadOptions load;
@@ -134,6 +149,9 @@ TEST(DecodeTimeline, DISABLED_Lab) {
       const auto steps = traced_steps(*model, 512, 16, batch);
       double sum[5][kColumns] = {}, step_us = 0;
       int count[5][kColumns] = {};
+      // Per kind of kernel and CTAs an SM: SMs seen and the sum of their last ends (us after the predecessor's).
+      std::map<int, std::pair<int64_t, double>> by_ctas[5];
+      int64_t launches[5] = {};
       for (const std::vector<KernelTrace>& t : steps) {
         step_us += (t.back().end() - t.front().start) * 1e-3;
         for (int l = 0; l < layers; ++l) {
@@ -149,6 +167,13 @@ TEST(DecodeTimeline, DISABLED_Lab) {
               sum[op][c] += (static_cast<double>(at[c]) - prev_end) * 1e-3;
               ++count[op][c];
             }
+            ++launches[op];
+            for (int sm = 0; sm < KernelTrace::kSms; ++sm) {
+              if (k.sm_ctas(sm) == 0) continue;
+              auto& [sms, ends] = by_ctas[op][k.sm_ctas(sm)];
+              ++sms;
+              ends += (static_cast<double>(k.sm_end(sm)) - prev_end) * 1e-3;
+            }
           }
         }
       }
@@ -161,6 +186,13 @@ TEST(DecodeTimeline, DISABLED_Lab) {
             std::printf(" %8s", "-");
         }
         std::printf(" %8.1f\n", step_us / steps.size());
+      }
+      for (int op = 0; op < 5; ++op) {
+        std::printf("[bench] %-13s %5d %-9s CTAs an SM: SMs, their last end:", shape, batch, kOps[op]);
+        for (const auto& [ctas, sm_ends] : by_ctas[op])
+          std::printf("  %d: %.1f, %.2f", ctas, static_cast<double>(sm_ends.first) / launches[op],
+                      sm_ends.second / sm_ends.first);
+        std::printf("\n");
       }
     }
   }

@@ -7,8 +7,9 @@
 // kMarkNames in tests/gpu/decode_timeline_test.cu), and when its first and last CTA end (the spread
 // between them is the kernel's tail: the time its grid runs short of work). Marks 0-2 come in
 // order between the release and the end; marks 3-5 split a stretch of the kernel further and may lie
-// anywhere (before the wait too). A null slot (the
-// default) records nothing: one predicated branch per stamp.
+// anywhere (before the wait too). Per SM, the CTAs that ended there and the last one's end: whether
+// the SMs holding more CTAs of a grid are the ones that end it. A null slot (the default) records
+// nothing: one predicated branch per stamp.
 #include <cstdint>
 
 #include "core/hd.h"
@@ -28,11 +29,23 @@ struct KernelTrace {
   uint64_t mark_complement[kMarks] = {kUnset, kUnset, kUnset, kUnset, kUnset, kUnset};  // last CTA at mark i
   uint64_t end_complement = kUnset;
   uint64_t first_end = kUnset;  // first CTA's end (ns)
+  // Per SM (by %smid; 132 on an H100 or H200): CTAs ended there, and the last one's end.
+  static constexpr int kSms = 160;
+  uint32_t sm_ctas_complement[kSms];
+  uint64_t sm_end_complement[kSms];
+  FUSELM_HD KernelTrace() {
+    for (int i = 0; i < kSms; ++i) {
+      sm_ctas_complement[i] = ~uint32_t{0};
+      sm_end_complement[i] = kUnset;
+    }
+  }
   FUSELM_HD static uint64_t latest(uint64_t complement) { return complement == kUnset ? kUnset : ~complement; }
   FUSELM_HD uint64_t last_start() const { return latest(last_start_complement); }
   FUSELM_HD uint64_t last_released() const { return latest(last_released_complement); }
   FUSELM_HD uint64_t mark(int i) const { return latest(mark_complement[i]); }
   FUSELM_HD uint64_t end() const { return ~end_complement; }
+  FUSELM_HD int sm_ctas(int sm) const { return static_cast<int>(~sm_ctas_complement[sm]); }
+  FUSELM_HD uint64_t sm_end(int sm) const { return latest(sm_end_complement[sm]); }
 };
 
 #if defined(__CUDACC__)
@@ -70,6 +83,12 @@ __device__ __forceinline__ void trace_end(KernelTrace* t) {
   const uint64_t now = global_timer_ns();
   trace_first(&t->first_end, now);
   trace_last(&t->end_complement, now);
+  uint32_t sm;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  if (sm < KernelTrace::kSms) {
+    atomicSub(&t->sm_ctas_complement[sm], 1u);  // counts down from all ones: ~value CTAs
+    trace_last(&t->sm_end_complement[sm], now);
+  }
 }
 #endif
 
