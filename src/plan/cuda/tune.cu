@@ -131,11 +131,11 @@ GemmResult tune_gemm(PlanOp op, const Plan& plan, const TuneOptions& options, si
   const DType dtype = plan.dtype;
   const DType out_dtype = op == PlanOp::LmHead ? DType::F32 : dtype;  // the LM head writes fp32 logits
   // Each variant is timed on the layout the engine packs for it when it runs an op alone
-  // (skinny_tile_group); random data fills any layout, so one buffer with room for the largest group.
-  int max_group = 1;
+  // (skinny_tile_group); random data fills any layout, so one buffer with room for the largest padded
+  // one (the largest group's only while group sizes divide one another).
+  int64_t weight_elems = 0;
   for (const SkinnyGemmVariant& v : skinny_gemm_variants())
-    max_group = std::max(max_group, skinny_tile_group(SkinnyGemmChoice::same(v)));
-  const int64_t weight_elems = mma_packed_elems(rows, cols, max_group);
+    weight_elems = std::max(weight_elems, mma_packed_elems(rows, cols, skinny_tile_group(SkinnyGemmChoice::same(v))));
   const size_t weight_bytes = dtype_bytes(dtype, weight_elems);
   const int copies = rotating_copies(weight_bytes, l2_bytes, 64);
   Buffer weights(weight_bytes * copies, str_cat(plan_op_name(op), " weights (", copies, " copies)"));
