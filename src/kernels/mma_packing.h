@@ -26,7 +26,8 @@ FUSELM_HD int64_t mma_tiles(int64_t n) { return (n + kMmaTile - 1) / kMmaTile; }
 // pipeline owns: skinny_tile_group in kernels/cuda/skinny_gemm.h): k-tile kt of a group's row tiles
 // lie next to each other, so a group's tiles along K are one contiguous run, read `group` tiles of
 // one k-tile at a time (a read order the decode GEMM streams faster: docs/kernels/skinny_gemm.md).
-// With group 1 a row tile's K range is one contiguous run. The number of row tiles is padded to a multiple of the group (zeros).
+// With group 1 a row tile's K range is one contiguous run. The number of row tiles is padded to a
+// multiple of the group (zeros).
 // Where tile (row_tile, kt) lies, in tiles.
 FUSELM_HD int64_t mma_tile_index(int64_t row_tile, int64_t kt, int64_t k_tiles, int group) {
   return ((row_tile / group) * k_tiles + kt) * group + row_tile % group;
