@@ -49,7 +49,8 @@ for edit in sys.argv[3:]:
         node = node[key]
     if not isinstance(node, dict) or leaf not in node:
         sys.exit(f"gpu-ab.sh: the plan has no '{path}'")
-    node[leaf] = int(value) if value.lstrip("-").isdigit() else value
+    node[leaf] = (int(value) if value.lstrip("-").isdigit() else
+                  {"true": True, "false": False}.get(value, value))
 json.dump(plan, open(sys.argv[2], "w"), indent=1)
 PY
   echo "$out/$shape-$name.plan.json"

@@ -69,6 +69,11 @@ class Reader {
     if (!v.is_string()) bad(child(path, key), str_cat("expected a string, found ", describe_value(v)));
     return v.get<std::string>();
   }
+  bool boolean(const json& obj, const std::string& path, const char* key) const {
+    const json& v = member(obj, path, key);
+    if (!v.is_boolean()) bad(child(path, key), str_cat("expected true or false, found ", describe_value(v)));
+    return v.get<bool>();
+  }
   int64_t integer(const json& v, const std::string& path, int64_t lo, int64_t hi) const {
     if (!v.is_number_integer()) bad(path, str_cat("expected an integer, found ", describe_value(v)));
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
@@ -114,7 +119,11 @@ class Reader {
 };
 
 json gemm_json(const DecodeGemmChoice& c) {
-  json j = {{"variant", c.variant}, {"single_token_variant", c.single_token_variant}, {"rows", c.rows}, {"cols", c.cols}};
+  json j = {{"variant", c.variant},
+            {"single_token_variant", c.single_token_variant},
+            {"balance_sms", c.balance_sms},
+            {"rows", c.rows},
+            {"cols", c.cols}};
   j = origin_json(j, c.origin);
   if (!c.timings.empty()) {
     json candidates = json::array();
@@ -147,6 +156,8 @@ DecodeGemmChoice read_gemm(const Reader& r, const json& j, const std::string& pa
   c.variant = r.string(j, path, "variant");
   // Plans written before per-bucket variants ran one variant for every token count.
   c.single_token_variant = j.contains("single_token_variant") ? r.string(j, path, "single_token_variant") : c.variant;
+  // Plans written before it placed grids as the block scheduler does.
+  c.balance_sms = j.contains("balance_sms") && r.boolean(j, path, "balance_sms");
   c.rows = r.integer(r.member(j, path, "rows"), Reader::child(path, "rows"), 0, int64_t{1} << 40);
   c.cols = r.integer(r.member(j, path, "cols"), Reader::child(path, "cols"), 0, int64_t{1} << 40);
   c.origin = r.origin(j, path);

@@ -59,12 +59,13 @@ std::string render_plan(const Plan& p) {
   out += format("kv block: %d tokens (%s)\n\n", p.kv_block_size, p.kv_block_origin.source.c_str());
 
   out += "decode GEMMs: one rounding class per op for every batch bucket (batch-invariant bits)\n";
-  out += format("  %-9s %-16s %9s  %-14s %-14s %-8s %s\n", "op", "matrix", "tiles/SM", "variant", "one token", "rounding",
-                "source");
+  out += format("  %-9s %-16s %9s  %-14s %-14s %-8s %-7s %s\n", "op", "matrix", "tiles/SM", "variant", "one token",
+                "rounding", "SMs", "source");
   for (const DecodeGemmChoice& c : p.decode.gemm)
-    out += format("  %-9s %-16s %9.1f  %-14s %-14s %-8s %s\n", std::string(plan_op_name(c.op)).c_str(),
+    out += format("  %-9s %-16s %9.1f  %-14s %-14s %-8s %-7s %s\n", std::string(plan_op_name(c.op)).c_str(),
                   str_cat(c.rows, " x ", c.cols).c_str(), rule_shape_measure(c.op, m, p.gpu), c.variant.c_str(),
-                  c.single_token_variant.c_str(), skinny_rounding_class(c.variant).c_str(), c.origin.source.c_str());
+                  c.single_token_variant.c_str(), skinny_rounding_class(c.variant).c_str(),
+                  c.balance_sms ? "even" : "fill", c.origin.source.c_str());
   const DecodeAttentionChoice& a = p.decode.attention;
   const int cluster_ranks = decode_attention_cluster_ranks(a.kernel);
   const int stacked_from = decode_attention_stacked_from(a.kernel);

@@ -126,14 +126,14 @@ constexpr PlanRule kRules[] = {
 
 // The order of skinny_gemm_variants() in kernels/cuda/skinny_gemm.cu.
 constexpr std::string_view kSkinnyGemmVariants[] = {
-    "rt1_w4", "rt1_w8", "rt2_w4", "rt2_w8", "rt4_w4", "rt4_w8", "rt1_w4_k2", "rt1_w8_k2", "rt2_w4_k2",
-    "rt2_w8_k2", "rt4_w4_k2", "rt4_w8_k2", "rt1_w4_k4", "rt1_w8_k4", "rt2_w4_k4", "rt2_w8_k4", "rt4_w4_k4",
-    "rt4_w8_k4", "rt1_w4_k8", "rt1_w8_k8", "rt2_w4_k8", "rt2_w8_k8", "rt4_w4_k8", "rt4_w8_k8", "rt1_w4_cta",
-    "rt2_w4_cta", "rt1_w8_cta", "rt2_w8_cta", "rt4_w4_cta", "rt1_w4_k2_cta", "rt2_w4_k2_cta", "rt1_w8_k2_cta",
-    "rt2_w8_k2_cta", "rt4_w4_k2_cta", "rt1_w4_k4_cta", "rt2_w4_k4_cta", "rt1_w8_k4_cta", "rt2_w8_k4_cta",
-    "rt4_w4_k4_cta", "rt1_w4_k8_cta", "rt2_w4_k8_cta", "rt1_w8_k8_cta", "rt2_w8_k8_cta", "rt4_w4_k8_cta",
-    "rt1_w4_reg", "rt1_w8_reg", "rt1_w4_k2_reg", "rt1_w8_k2_reg", "rt1_w4_k4_reg", "rt1_w8_k4_reg", "rt1_w4_k8_reg",
-    "rt1_w8_k8_reg"};
+    "rt1_w4", "rt1_w8", "rt2_w4", "rt2_w8", "rt4_w4", "rt4_w8", "rt1_w4_k2", "rt1_w8_k2", "rt2_w4_k2", "rt2_w8_k2",
+    "rt4_w4_k2", "rt4_w8_k2", "rt1_w4_k4", "rt1_w8_k4", "rt2_w4_k4", "rt2_w8_k4", "rt4_w4_k4", "rt4_w8_k4",
+    "rt1_w4_k8", "rt1_w8_k8", "rt2_w4_k8", "rt2_w8_k8", "rt4_w4_k8", "rt4_w8_k8", "rt1_w4_cta", "rt2_w4_cta",
+    "rt1_w8_cta", "rt2_w8_cta", "rt4_w4_cta", "rt1_w7_cta", "rt1_w4_k2_cta", "rt2_w4_k2_cta", "rt1_w8_k2_cta",
+    "rt2_w8_k2_cta", "rt4_w4_k2_cta", "rt1_w7_k2_cta", "rt1_w4_k4_cta", "rt2_w4_k4_cta", "rt1_w8_k4_cta",
+    "rt2_w8_k4_cta", "rt4_w4_k4_cta", "rt1_w7_k4_cta", "rt1_w4_k8_cta", "rt2_w4_k8_cta", "rt1_w8_k8_cta",
+    "rt2_w8_k8_cta", "rt4_w4_k8_cta", "rt1_w7_k8_cta", "rt1_w4_reg", "rt1_w8_reg", "rt1_w4_k2_reg", "rt1_w8_k2_reg",
+    "rt1_w4_k4_reg", "rt1_w8_k4_reg", "rt1_w4_k8_reg", "rt1_w8_k8_reg"};
 constexpr std::string_view kDecodeAttentionKernels[] = {"mma", "mma_c8", "mma_c8_s4", "mma_c8_s8", "mma_c8_s16", "generic"};
 constexpr std::string_view kPrefillAttentionKernels[] = {"mma_r32_k64", "mma_r32_k32", "generic"};
 constexpr std::string_view kPrefillGemmPaths[] = {"cublaslt", "sm90_w128", "sm90_w256"};

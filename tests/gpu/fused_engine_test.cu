@@ -210,7 +210,9 @@ TEST(FusedEngine, DecodeIsBitwiseBatchInvariant) {
 
 // Plans whose decode GEMMs run the register pipeline, or the CTA pipeline, for every token count (so
 // their weights are packed in tile groups: skinny_tile_group), each op in the rules' rounding class,
-// decode with the rules' bits: alone, and beside 15 others (16-token launches).
+// decode with the rules' bits: alone, and beside 15 others (16-token launches). So do the rules' own
+// variants and the 7-tile CTA shape (ragged groups on these shapes) with their grids spread evenly
+// over the SMs (padded shared memory: balance_sms).
 TEST(FusedEngine, TileGroupPlansGiveTheRulesBits) {
   FUSELM_REQUIRE_GPU();
   if (!skinny_gemm_clusters_supported()) GTEST_SKIP() << "the rules' rounding classes here need cluster K splits";
@@ -220,13 +222,20 @@ TEST(FusedEngine, TileGroupPlansGiveTheRulesBits) {
   const std::vector<float> want = run_target(*rules_engine, c.prompt, c.feed, 0, 1);
   rules_engine.reset();
 
-  for (const std::string pipeline : {"_reg", "_cta"}) {
+  struct Arm {
+    std::string shape, pipeline;  // empty shape: the rules' variants
+    bool balance_sms;
+  };
+  for (const Arm& arm : {Arm{"rt1_w8", "_reg", false}, Arm{"rt1_w8", "_cta", false}, Arm{"rt1_w7", "_cta", true},
+                         Arm{"", "", true}}) {
     Plan plan = make_rule_plan(c.config, o.dtype, query_gpu_identity(),
                                make_plan_limits(c.config, o.max_batch, o.max_prefill_tokens, o.max_seq_len));
     for (DecodeGemmChoice& g : plan.decode.gemm) {
+      g.balance_sms = arm.balance_sms;
+      if (arm.shape.empty()) continue;
       const std::string cls = skinny_rounding_class(g.variant);  // "k<split>" here (CTA pipeline and twins)
       ASSERT_EQ(cls.find('x'), std::string::npos) << plan_op_name(g.op) << ": " << g.variant;
-      const std::string name = (cls == "k1" ? "rt1_w8" : "rt1_w8_" + cls) + pipeline;
+      const std::string name = (cls == "k1" ? arm.shape : arm.shape + "_" + cls) + arm.pipeline;
       ASSERT_EQ(skinny_rounding_class(name), cls);
       g.variant = g.single_token_variant = name;
     }
@@ -241,7 +250,8 @@ TEST(FusedEngine, TileGroupPlansGiveTheRulesBits) {
       const std::vector<float> got = run_target(*engine, c.prompt, c.feed, others, 300 + others);
       ASSERT_EQ(got.size(), want.size());
       EXPECT_EQ(first_bitwise_difference(want, got), want.size())
-          << pipeline << " beside " << others << " others: first differing logit at decode step "
+          << (arm.shape.empty() ? "rules" : arm.shape + arm.pipeline) << (arm.balance_sms ? " balanced" : "")
+          << " beside " << others << " others: first differing logit at decode step "
           << first_bitwise_difference(want, got) / c.config.vocab_size;
     }
   }

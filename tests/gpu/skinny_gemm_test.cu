@@ -246,6 +246,46 @@ TEST(SkinnyGemm, RepeatedRunsAreBitwiseIdentical) {
   }
 }
 
+// balance_sms pads each CTA's shared memory and changes nothing else: every variant gives the same
+// bits with it, and a grid without clusters that fits at once (no other kernel running) puts no more
+// than ceil(CTAs / SMs) CTAs on an SM (a cluster grid gets a higher cap where its clusters would not
+// all fit in one wave otherwise). Counted by the kernels' per-SM trace.
+TEST(SkinnyGemm, BalancedPlacementKeepsTheBitsAndSpreadsTheGrid) {
+  REQUIRE_GPU();
+  int device = 0, sms = 0;
+  CUDA_OK(cudaGetDevice(&device));
+  CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  ASSERT_LE(sms, KernelTrace::kSms);
+  const int64_t rows = 16 * 7 * 64, cols = 2048;  // 448 row tiles: 448 / RT / warps CTAs per K piece
+  TestWeight w(rows, cols, DType::BF16);
+  DeviceBuffer<KernelTrace> trace(1);
+  for (int m : {1, 16}) {
+    TestInput in(m, cols, DType::BF16, cols);
+    for (const auto& v : skinny_gemm_variants()) {
+      if (v.k_split > 1 && !skinny_gemm_clusters_supported()) continue;
+      if (v.pipeline != SkinnyPipeline::kWarpSplitK && !skinny_gemm_clusters_supported()) continue;
+      DeviceBuffer<float> out(m * rows);
+      STATUS_OK(skinny_gemm_store(w.view, in.view, SkinnyNorm{}, out.ptr, DType::F32, rows, v, nullptr));
+      const auto want = out.download();
+      out.poison();
+      trace.poison();  // all ones: an empty slot
+      SkinnyGemmLaunch launch;
+      launch.balance_sms = true;
+      launch.trace = trace.ptr;
+      STATUS_OK(skinny_gemm_store(w.view, in.view, SkinnyNorm{}, out.ptr, DType::F32, rows, v, nullptr, launch));
+      ASSERT_TRUE(bitwise_equal(out.download(), want)) << v.name() << " m=" << m;
+      const KernelTrace t = trace.download()[0];
+      int ctas = 0, most = 0;
+      for (int sm = 0; sm < sms; ++sm) {
+        ctas += t.sm_ctas(sm);
+        most = std::max(most, t.sm_ctas(sm));
+      }
+      const int cap = (ctas + sms - 1) / sms;
+      if (v.k_split == 1) EXPECT_LE(most, cap) << v.name() << " m=" << m << ": " << ctas << " CTAs";
+    }
+  }
+}
+
 TEST(SkinnyGemm, UnsupportedVariantsReturnAnError) {
   REQUIRE_GPU();
   TestWeight w(64, 64, DType::BF16);

@@ -380,6 +380,12 @@ TEST(PlanJson, RoundTripIsExact) {
   json old = plan_to_json(rule_plan(llama_8b()));
   old["decode"]["gemm"]["qkv"].erase("single_token_variant");
   EXPECT_EQ(plan_from_json(old, "old plan").decode_gemm(PlanOp::Qkv).single_token_variant, "rt1_w4_k4_cta");
+  // Nor balance_sms: their grids were placed as the block scheduler does.
+  json unbalanced = plan_to_json(rule_plan(llama_8b()));
+  unbalanced["decode"]["gemm"]["qkv"]["balance_sms"] = true;
+  EXPECT_TRUE(plan_from_json(unbalanced, "edited plan").decode_gemm(PlanOp::Qkv).balance_sms);
+  unbalanced["decode"]["gemm"]["qkv"].erase("balance_sms");
+  EXPECT_FALSE(plan_from_json(unbalanced, "old plan").decode_gemm(PlanOp::Qkv).balance_sms);
   test::TempDir dir;
   const Plan p = with_fake_timings(rule_plan(llama_1b()));
   save_plan_file(p, dir.file("plan.json"));
@@ -535,6 +541,9 @@ TEST_F(PlanFile, WrongTypesAndMissingKeys) {
   j = good_;
   j["gpu"]["compute_capability"] = "nine";
   expect_load_error(j, {"gpu.compute_capability", "not a compute capability"});
+  j = good_;
+  j["decode"]["gemm"]["o"]["balance_sms"] = 1;
+  expect_load_error(j, {"decode.gemm.o.balance_sms: expected true or false, found the number 1"});
 }
 
 TEST_F(PlanFile, UnknownNames) {

@@ -135,12 +135,15 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
   const AttentionShape shape{model.n_heads, model.n_kv_heads, model.head_dim, 1.0f / std::sqrt(float(model.head_dim))};
   const FusedDecodeVariants& v = model.variants;
   auto slot = [&](int i) { return buf.trace != nullptr ? buf.trace + i : nullptr; };
-  auto launch = [&](int slot_index) {
+  auto launch = [&](int slot_index, const SkinnyGemmChoice& choice) {
     SkinnyGemmLaunch options{model.pdl};
+    options.balance_sms = choice.balance_sms;
     options.trace = slot(slot_index);
     return options;
   };
-  auto layer_launch = [&](size_t l, FusedTraceOp op) { return launch(fused_decode_trace_slot(static_cast<int>(l), op)); };
+  auto layer_launch = [&](size_t l, FusedTraceOp op, const SkinnyGemmChoice& choice) {
+    return launch(fused_decode_trace_slot(static_cast<int>(l), op), choice);
+  };
   DecodeAttentionPlan attention = attention_plan;
   attention.pdl = model.pdl;
 
@@ -163,7 +166,7 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
     qkv.n_kv_heads = model.n_kv_heads;
     qkv.head_dim = model.head_dim;
     if (!(s = skinny_gemm_qkv_rope(layer.qkv, xg_in, norm, qkv, v.qkv.for_tokens(m), stream,
-                                   layer_launch(l, FusedTraceOp::Qkv))).ok())
+                                   layer_launch(l, FusedTraceOp::Qkv, v.qkv))).ok())
       return s;
 
     attention.trace = slot(fused_decode_trace_slot(static_cast<int>(l), FusedTraceOp::Attention));
@@ -172,20 +175,20 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
       return s;
 
     SkinnyResidualOut attn_out{buf.residual, model.hidden, layer.ffn_norm, buf.xg, model.hidden, buf.partials};
-    if (!(s = skinny_gemm_residual(layer.o, SkinnyInput{buf.attn, q_dim, m}, SkinnyNorm{}, attn_out, v.o.for_tokens(m), stream, layer_launch(l, FusedTraceOp::O))).ok())
+    if (!(s = skinny_gemm_residual(layer.o, SkinnyInput{buf.attn, q_dim, m}, SkinnyNorm{}, attn_out, v.o.for_tokens(m), stream, layer_launch(l, FusedTraceOp::O, v.o))).ok())
       return s;
 
     if (!(s = skinny_gemm_swiglu(layer.gate_up, xg_in, norm, SkinnySwigluOut{buf.act, model.ffn, model.ffn},
-                                 v.gate_up.for_tokens(m), stream, layer_launch(l, FusedTraceOp::GateUp))).ok())
+                                 v.gate_up.for_tokens(m), stream, layer_launch(l, FusedTraceOp::GateUp, v.gate_up))).ok())
       return s;
 
     const float* next_norm = l + 1 < model.layers.size() ? model.layers[l + 1].attn_norm : model.final_norm;
     SkinnyResidualOut ffn_out{buf.residual, model.hidden, next_norm, buf.xg, model.hidden, buf.partials};
-    if (!(s = skinny_gemm_residual(layer.down, SkinnyInput{buf.act, model.ffn, m}, SkinnyNorm{}, ffn_out, v.down.for_tokens(m), stream, layer_launch(l, FusedTraceOp::Down))).ok())
+    if (!(s = skinny_gemm_residual(layer.down, SkinnyInput{buf.act, model.ffn, m}, SkinnyNorm{}, ffn_out, v.down.for_tokens(m), stream, layer_launch(l, FusedTraceOp::Down, v.down))).ok())
       return s;
   }
   return skinny_gemm_store(model.lm_head, xg_in, norm, buf.logits, DType::F32, model.vocab, v.lm_head.for_tokens(m),
-                           stream, launch(fused_decode_trace_head_slot(static_cast<int>(model.layers.size()))));
+                           stream, launch(fused_decode_trace_head_slot(static_cast<int>(model.layers.size())), v.lm_head));
 }
 
 }  // namespace fuselm

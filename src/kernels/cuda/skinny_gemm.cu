@@ -18,7 +18,7 @@ SkinnyGemmVariant single_token_twin(const SkinnyGemmVariant& v) {
   return SkinnyGemmVariant{1, v.k_split, 1, SkinnyPipeline::kWarpSplitK};
 }
 
-// Groups for the CTA pipeline only where its row tiles' stage copies would be 1 KB or less (8+ row
+// Groups for the CTA pipeline only where its row tiles' stage copies would be 1 KB or less (7+ row
 // tiles a CTA): there one 8 KB copy a stage sped the 8B gate/up K loop up 4% (55.9 -> 53.8 us),
 // while 4 x 2 KB -> 8 KB slowed the 1B gate/up loop 2% (15.1 -> 15.4 us; docs/kernels/skinny_gemm.md).
 int skinny_tile_group(const SkinnyGemmChoice& choice) {
@@ -26,7 +26,7 @@ int skinny_tile_group(const SkinnyGemmChoice& choice) {
   const int tiles = a.row_tiles * a.warps;
   auto reads_groups = [&](const SkinnyGemmVariant& v) {
     if (v.row_tiles * v.warps != tiles) return false;
-    return v.pipeline == SkinnyPipeline::kRegisters || (v.pipeline == SkinnyPipeline::kCtaSplitRows && tiles >= 8);
+    return v.pipeline == SkinnyPipeline::kRegisters || (v.pipeline == SkinnyPipeline::kCtaSplitRows && tiles >= 7);
   };
   return reads_groups(a) && reads_groups(b) ? tiles : 1;
 }
@@ -44,8 +44,12 @@ std::vector<SkinnyGemmVariant> skinny_gemm_variants() {
   for (int k_split : {1, 2, 4, 8})
     for (int row_tiles : {1, 2, 4})
       for (int warps : {4, 8}) v.push_back({row_tiles, warps, k_split});
+  // 1 x 7 (7 row tiles a CTA) fits FFN widths with a factor of 7 (14,336 = 7 * 2^11): the 8B gate/up's
+  // 1,792 row tiles make 512 CTAs at k2, four on 128 SMs, where 16-tile CTAs at k4 make 448 that
+  // clusters of four can place on only 124 SMs, four on most of them.
   for (int k_split : {1, 2, 4, 8})
-    for (auto [row_tiles, warps] : {std::pair{1, 4}, std::pair{2, 4}, std::pair{1, 8}, std::pair{2, 8}, std::pair{4, 4}})
+    for (auto [row_tiles, warps] :
+         {std::pair{1, 4}, std::pair{2, 4}, std::pair{1, 8}, std::pair{2, 8}, std::pair{4, 4}, std::pair{1, 7}})
       v.push_back({row_tiles, warps, k_split, SkinnyPipeline::kCtaSplitRows});
   for (int k_split : {1, 2, 4, 8})
     for (int warps : {4, 8}) v.push_back({1, warps, k_split, SkinnyPipeline::kRegisters});

@@ -87,6 +87,7 @@ std::vector<SkinnyGemmVariant> skinny_gemm_variants();
 struct SkinnyGemmChoice {
   SkinnyGemmVariant variant;       // m >= 2
   SkinnyGemmVariant single_token;  // m == 1
+  bool balance_sms = false;        // SkinnyGemmLaunch::balance_sms for every launch of the op
   static SkinnyGemmChoice same(SkinnyGemmVariant v) { return {v, v}; }
   const SkinnyGemmVariant& for_tokens(int m) const { return m == 1 ? single_token : variant; }
 };
@@ -122,6 +123,11 @@ struct SkinnyGemmLaunch {
   // rt1_w8: the same K pieces added in the same order, so the same bits; faster for one token).
   // Not for weights in tile groups, which the warp pipeline cannot read.
   bool single_token_twin = true;
+  // Spread the grid evenly over the SMs: each CTA's shared memory is padded so that no more than
+  // ceil(CTAs / SMs) fit on an SM (as long as a cluster grid still runs in one wave). Without it the
+  // block scheduler fills SMs to capacity, and the SMs that got the most CTAs end the kernel. The
+  // padding also keeps the next kernel's early CTAs off a full SM, so the plan sets it per op.
+  bool balance_sms = false;
   // Timeline slot (kernel_trace.h); null records nothing.
   KernelTrace* trace = nullptr;
 };

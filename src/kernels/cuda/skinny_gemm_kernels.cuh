@@ -6,7 +6,9 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <map>
 #include <mutex>
+#include <tuple>
 #include <type_traits>
 
 #include "core/hd.h"
@@ -671,7 +673,7 @@ __device__ __forceinline__ void finish_split_rows(const float (&acc)[RT][MT][4],
 // stages of U k-tiles of all NT row tiles (one bulk copy of U * 512 contiguous bytes per row tile)
 // plus the same K range of the activation rows, which every warp then reads: a token's activations
 // are read once per NT * 16 weight rows (at m = 16 that is 1/NT of the weight traffic, against 1/RT
-// when warps split K). Stage = 8 KB of weights, 4 stages.
+// when warps split K). Stage = 8 KB of weights (7 KB for 7 row tiles), at least 32 KB in flight.
 //
 // Weights packed in tile groups of NT (mma_tile_index) hold a stage's NT x U tiles as one run of
 // 8 KB, k-tile-major: one bulk copy per stage instead of NT, and the stage in shared memory is
@@ -682,9 +684,9 @@ template <typename T, int MT, int RT, int WARPS>
 struct CtaPipe {
   static constexpr int kTiles = RT * WARPS;
   static constexpr int kStageKTiles = kTiles >= 16 ? 1 : 16 / kTiles;  // U
-  static constexpr int kStages = 4;
   static constexpr int kXStride = kStageKTiles * 16 + 8;  // elements; +8 as in SkinnyPipe
   static constexpr int kWBytes = kTiles * kStageKTiles * 512;
+  static constexpr int kStages = (32 * 1024 + kWBytes - 1) / kWBytes;  // 4 at 8 KB, 5 at 7 KB
   static constexpr int kPartBytes = kTiles * MT * 4 * 32 * static_cast<int>(sizeof(float));
   static int smem_bytes(int m) {
     const int pipe = kStages * (kWBytes + m * kXStride * static_cast<int>(sizeof(T)));
@@ -1026,6 +1028,52 @@ class KernelSupportCache {
   std::once_flag once_[kMaxDevices];
 };
 
+// SkinnyGemmLaunch::balance_sms: the block scheduler gives each SM as many CTAs as fit, so a grid of
+// 3.4 CTAs per SM lands as four on most SMs and fewer on the rest, and the SMs with four set the
+// kernel's end (8B gate/up: 54.7 against 51.0 us, docs/kernels/skinny_gemm.md). Padding each CTA's
+// shared memory so that at most ceil(grid / SMs) fit spreads the grid evenly; what a CTA computes is
+// unchanged. A cluster grid must still fit in one wave (a cluster's CTAs share a GPC, so a cap can
+// leave fewer cluster slots than it needs): the cap is raised until it does. Cached per kernel and
+// launch shape, so that a launch queries the driver once.
+template <class Kernel>
+Status balance_smem(cudaLaunchConfig_t& config, Kernel kernel, int k_split) {
+  const DeviceLimits l = device_limits();
+  if (l.sm_count <= 0 || l.smem_per_sm <= 0 || l.max_smem_per_block <= 0) return Status();
+  const int64_t grid = config.gridDim.x;
+  const int needed = static_cast<int>(config.dynamicSmemBytes);
+  int device = 0;
+  FUSELM_CUDA_RETURN(cudaGetDevice(&device));
+  using Key = std::tuple<int, const void*, int64_t, int, int>;
+  static std::mutex mutex;
+  static std::map<Key, int> padded_for;
+  const Key key{device, reinterpret_cast<const void*>(kernel), grid, needed, k_split};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = padded_for.find(key); it != padded_for.end()) {
+    config.dynamicSmemBytes = static_cast<size_t>(it->second);
+    return Status();
+  }
+  int chosen = needed;
+  for (int64_t cap = (grid + l.sm_count - 1) / l.sm_count; cap >= 1; ++cap) {
+    // cap CTAs of `padded` bytes fit on an SM, cap + 1 do not (128-byte allocation unit).
+    const int padded = std::min(static_cast<int>(l.smem_per_sm / cap) - l.reserved_smem_per_block, l.max_smem_per_block) /
+                       128 * 128;
+    if (padded <= needed) break;  // no more than cap fit as it is
+    FUSELM_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, l.max_smem_per_block));
+    if (k_split > 1) {
+      cudaLaunchConfig_t probe = config;
+      probe.dynamicSmemBytes = static_cast<size_t>(padded);
+      int clusters = 0;
+      FUSELM_CUDA_RETURN(cudaOccupancyMaxActiveClusters(&clusters, kernel, &probe));
+      if (static_cast<int64_t>(clusters) * k_split < grid) continue;
+    }
+    chosen = padded;
+    break;
+  }
+  padded_for.emplace(key, chosen);
+  config.dynamicSmemBytes = static_cast<size_t>(chosen);
+  return Status();
+}
+
 inline Status needs_sm90(const SkinnyGemmVariant& v) {
   return Status::error(str_cat("skinny GEMM: variant ", v.name(), " needs thread-block clusters and bulk copies (an "
                                "sm_90+ GPU and a build with sm_90 code); this device or binary has none. HINT: use "
@@ -1050,6 +1098,8 @@ Status launch_warp_pipeline(cudaLaunchConfig_t config, int64_t grid, const uint4
   config.dynamicSmemBytes = Pipe::kSmemBytes;
   config.attrs = attrs.attrs;
   config.numAttrs = attrs.count;
+  if (options.balance_sms)
+    if (Status s = balance_smem(config, kernel, v.k_split); !s.ok()) return s;
   FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, cols, xp, in.stride, x_vec16, in.m,
                                         v.k_split, norm, epi, options.trace));
   return Status();
@@ -1093,6 +1143,8 @@ Status launch_register_pipeline(const PackedWeight& w, const SkinnyInput& in, co
   config.dynamicSmemBytes = Pipe::smem_bytes(in.m, k_tiles_per_rank(k_tiles, v.k_split));
   config.attrs = attrs.attrs;
   config.numAttrs = attrs.count;
+  if (options.balance_sms)
+    if (Status s = balance_smem(config, kernel, v.k_split); !s.ok()) return s;
   const bool x_vec16 = activations_take_16_byte_copies(in);
   FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, static_cast<const uint4*>(w.data), row_tiles, k_tiles, w.cols,
                                         static_cast<const T*>(in.x), in.stride, x_vec16, in.m, v.k_split, norm, epi,
@@ -1123,10 +1175,15 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
     config.dynamicSmemBytes = Pipe::smem_bytes(in.m);
     config.attrs = attrs.attrs;
     config.numAttrs = attrs.count;
+    if (options.balance_sms)
+      if (Status s = balance_smem(config, kernel, v.k_split); !s.ok()) return s;
     FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
                                           v.k_split, norm, epi, options.trace, w.tile_group));
     return Status();
   }
+  if constexpr (WARPS == 7) {
+    return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(), ": 7 warps is a CTA-pipeline shape"));
+  } else {
   if (w.tile_group != 1)
     return Status::error(str_cat("skinny GEMM: ", v.name(), " reads weights packed row tile by row tile (tile "
                                  "group 1), not in tile groups of ", w.tile_group,
@@ -1150,6 +1207,7 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
   }
   return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Shallow::kStages>(
       config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
+  }
 }
 
 // The one dispatch point for the variant's compile-time shape (row tiles x warps).
@@ -1172,6 +1230,9 @@ Status launch_variant(const PackedWeight& w, const SkinnyInput& in, const Skinny
   const bool cta = v.pipeline == SkinnyPipeline::kCtaSplitRows;
   switch (v.row_tiles * 100 + v.warps) {
     case 104: return launch_shape<T, MT, 1, 4>(w, in, norm, epi, v, options, stream);
+    case 107:
+      if (cta) return launch_shape<T, MT, 1, 7>(w, in, norm, epi, v, options, stream);
+      break;
     case 108: return launch_shape<T, MT, 1, 8>(w, in, norm, epi, v, options, stream);
     case 204: return launch_shape<T, MT, 2, 4>(w, in, norm, epi, v, options, stream);
     case 208: return launch_shape<T, MT, 2, 8>(w, in, norm, epi, v, options, stream);
@@ -1182,7 +1243,7 @@ Status launch_variant(const PackedWeight& w, const SkinnyInput& in, const Skinny
     default: break;
   }
   return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(),
-                               cta ? " (CTA pipeline: row_tiles x warps in 1x4, 1x8, 2x4, 2x8, 4x4; k_split 1..8)"
+                               cta ? " (CTA pipeline: row_tiles x warps in 1x4, 1x7, 1x8, 2x4, 2x8, 4x4; k_split 1..8)"
                                    : " (supported: row_tiles 1, 2, 4 x warps 4, 8, any k_split 1..8)"));
 }
 
