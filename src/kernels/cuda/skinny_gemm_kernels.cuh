@@ -1052,13 +1052,17 @@ Status balance_smem(cudaLaunchConfig_t& config, Kernel kernel, int k_split) {
     config.dynamicSmemBytes = static_cast<size_t>(it->second);
     return Status();
   }
+  cudaFuncAttributes attr{};
+  FUSELM_CUDA_RETURN(cudaFuncGetAttributes(&attr, kernel));
+  const int static_smem = static_cast<int>(attr.sharedSizeBytes);  // the kernel's __shared__ variables
+  const int dynamic_limit = l.max_smem_per_block - static_smem;
   int chosen = needed;
   for (int64_t cap = (grid + l.sm_count - 1) / l.sm_count; cap >= 1; ++cap) {
-    // cap CTAs of `padded` bytes fit on an SM, cap + 1 do not (128-byte allocation unit).
-    const int padded = std::min(static_cast<int>(l.smem_per_sm / cap) - l.reserved_smem_per_block, l.max_smem_per_block) /
-                       128 * 128;
+    // cap CTAs of static + padded bytes fit on an SM, cap + 1 do not (128-byte allocation unit).
+    const int total = (static_cast<int>(l.smem_per_sm / cap) - l.reserved_smem_per_block) / 128 * 128;
+    const int padded = std::min(total - static_smem, dynamic_limit);
     if (padded <= needed) break;  // no more than cap fit as it is
-    FUSELM_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, l.max_smem_per_block));
+    FUSELM_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_limit));
     if (k_split > 1) {
       cudaLaunchConfig_t probe = config;
       probe.dynamicSmemBytes = static_cast<size_t>(padded);
