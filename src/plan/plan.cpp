@@ -242,6 +242,7 @@ Plan make_rule_plan(const ModelConfig& config, DType dtype, const GpuIdentity& g
     c.variant = r.choice;
     c.single_token_variant = r.single_token.empty() ? r.choice : r.single_token;
     c.balance_sms = r.balance_sms;
+    c.single_token_balance_sms = r.single_token_balance_sms;
     c.origin = rule_origin(r);
     plan.decode.gemm.push_back(std::move(c));
   }

@@ -132,7 +132,8 @@ struct PlanRule {
   RuleRange memory_gib{0, kUnbounded};
   std::string_view choice;                  // variant or kernel name, or a number of tokens
   std::string_view single_token{};          // decode GEMMs: the variant for one-token launches; empty = choice
-  bool balance_sms = false;                 // decode GEMMs: DecodeGemmChoice::balance_sms
+  bool balance_sms = false;                 // decode GEMMs: DecodeGemmChoice::balance_sms (2+ tokens)
+  bool single_token_balance_sms = false;    // and for one token
   std::string_view evidence;                // the measurement (or the reasoning) behind the row
 };
 std::span<const PlanRule> plan_rules();
@@ -204,8 +205,9 @@ struct DecodeGemmChoice {
   // token's bits do not change with the batch while each side runs what is fastest for it.
   std::string single_token_variant;
   // Pad the launches' shared memory so that the grid spreads evenly over the SMs (the kernels'
-  // SkinnyGemmLaunch::balance_sms): same bits, a different placement.
+  // SkinnyGemmLaunch::balance_sms): same bits, a different placement. For 2+ tokens, and for one.
   bool balance_sms = false;
+  bool single_token_balance_sms = false;
   int64_t rows = 0;     // the matrix: rows (output features) x cols (K)
   int64_t cols = 0;
   ChoiceOrigin origin;

@@ -122,6 +122,7 @@ json gemm_json(const DecodeGemmChoice& c) {
   json j = {{"variant", c.variant},
             {"single_token_variant", c.single_token_variant},
             {"balance_sms", c.balance_sms},
+            {"single_token_balance_sms", c.single_token_balance_sms},
             {"rows", c.rows},
             {"cols", c.cols}};
   j = origin_json(j, c.origin);
@@ -158,6 +159,8 @@ DecodeGemmChoice read_gemm(const Reader& r, const json& j, const std::string& pa
   c.single_token_variant = j.contains("single_token_variant") ? r.string(j, path, "single_token_variant") : c.variant;
   // Plans written before it placed grids as the block scheduler does.
   c.balance_sms = j.contains("balance_sms") && r.boolean(j, path, "balance_sms");
+  c.single_token_balance_sms =
+      j.contains("single_token_balance_sms") ? r.boolean(j, path, "single_token_balance_sms") : c.balance_sms;
   c.rows = r.integer(r.member(j, path, "rows"), Reader::child(path, "rows"), 0, int64_t{1} << 40);
   c.cols = r.integer(r.member(j, path, "cols"), Reader::child(path, "cols"), 0, int64_t{1} << 40);
   c.origin = r.origin(j, path);

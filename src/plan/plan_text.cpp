@@ -37,6 +37,21 @@ std::string ops_text(uint32_t ops) {
   return out;
 }
 
+// How a decode GEMM's grids are placed on the SMs: spread evenly, or as many CTAs an SM as fit.
+std::string sm_placement(bool balance_sms, bool single_token_balance_sms) {
+  if (balance_sms == single_token_balance_sms) return balance_sms ? "even" : "fill";
+  return balance_sms ? "even m>1" : "even m=1";
+}
+std::string sm_placement(const DecodeGemmChoice& c) { return sm_placement(c.balance_sms, c.single_token_balance_sms); }
+
+std::string rule_choice_text(const PlanRule& r) {
+  std::string out(r.choice);
+  if (!r.single_token.empty()) out += str_cat(" (one token: ", r.single_token, ")");
+  if (r.balance_sms || r.single_token_balance_sms)
+    out += str_cat(", SMs ", sm_placement(r.balance_sms, r.single_token_balance_sms));
+  return out;
+}
+
 std::string dtypes_text(uint32_t dtypes) {
   if (dtypes == 0) return "any";
   std::string out;
@@ -59,13 +74,13 @@ std::string render_plan(const Plan& p) {
   out += format("kv block: %d tokens (%s)\n\n", p.kv_block_size, p.kv_block_origin.source.c_str());
 
   out += "decode GEMMs: one rounding class per op for every batch bucket (batch-invariant bits)\n";
-  out += format("  %-9s %-16s %9s  %-14s %-14s %-8s %-7s %s\n", "op", "matrix", "tiles/SM", "variant", "one token",
+  out += format("  %-9s %-16s %9s  %-14s %-14s %-8s %-8s %s\n", "op", "matrix", "tiles/SM", "variant", "one token",
                 "rounding", "SMs", "source");
   for (const DecodeGemmChoice& c : p.decode.gemm)
-    out += format("  %-9s %-16s %9.1f  %-14s %-14s %-8s %-7s %s\n", std::string(plan_op_name(c.op)).c_str(),
+    out += format("  %-9s %-16s %9.1f  %-14s %-14s %-8s %-8s %s\n", std::string(plan_op_name(c.op)).c_str(),
                   str_cat(c.rows, " x ", c.cols).c_str(), rule_shape_measure(c.op, m, p.gpu), c.variant.c_str(),
                   c.single_token_variant.c_str(), skinny_rounding_class(c.variant).c_str(),
-                  c.balance_sms ? "even" : "fill", c.origin.source.c_str());
+                  sm_placement(c).c_str(), c.origin.source.c_str());
   const DecodeAttentionChoice& a = p.decode.attention;
   const int cluster_ranks = decode_attention_cluster_ranks(a.kernel);
   const int stacked_from = decode_attention_stacked_from(a.kernel);
@@ -148,8 +163,7 @@ std::string render_plan_rules() {
   for (const PlanRule& r : plan_rules()) {
     out += format("%-3d %-34s %-6s %-10s %-10s %-6s %-7s %s\n", i++, ops_text(r.ops).c_str(),
                   dtypes_text(r.dtypes).c_str(), range_text(r.shape).c_str(), range_text(r.sm, "", 10).c_str(),
-                  range_text(r.sm_count).c_str(), range_text(r.memory_gib, "G").c_str(),
-                  std::string(r.choice).c_str());
+                  range_text(r.sm_count).c_str(), range_text(r.memory_gib, "G").c_str(), rule_choice_text(r).c_str());
     out += "    " + std::string(r.evidence) + "\n";
   }
   return out;

@@ -31,28 +31,40 @@ constexpr PlanRule kRules[] = {
     // row tile per warp (activations staged once per 64 weight rows, so m = 16 costs little more
     // than m = 1), K split across a cluster until the grid has >= 2.5 CTAs per SM
     // (default_skinny_variant in kernels/cuda/skinny_gemm.h; docs/kernels/skinny_gemm.md).
-    // The gate/up projection of large FFNs: 16 row tiles a CTA (two per warp), K split in four; with
-    // its weights in tile groups a stage is one 8 KB copy either way (skinny_tile_group).
-    {.ops = bit(PlanOp::GateUp), .shape = {10, kUnbounded}, .sm = kHopper, .choice = "rt2_w8_k4_cta",
-     .evidence = "H200 bf16, 8B gate_up 28672x4096 (13.6 row tiles/SM) in tile groups, in the whole step against "
-                 "rt1_w8_k2_cta: batch 1 251.9-252.1 against 250.2-251.0 tok/s, batch 16 3,067-3,069 against "
-                 "3,042-3,057 output tok/s (bench/results/dev/ab/s17/s17b/)"},
+    // The gate/up projection of large FFNs: 7 row tiles a CTA, K split in two, in tile groups (one 7 KB
+    // copy a stage), the grid spread evenly: 512 CTAs on the 8B shape, four on 128 SMs (clusters of
+    // four place 16-tile CTAs on at most 124 SMs, and the SMs with the most CTAs end the kernel).
+    {.ops = bit(PlanOp::GateUp), .shape = {10, kUnbounded}, .sm = kHopper, .choice = "rt1_w7_k2_cta",
+     .balance_sms = true, .single_token_balance_sms = true,
+     .evidence = "H200 bf16, 8B gate_up 28672x4096 (13.6 row tiles/SM) in the whole step against rt2_w8_k4_cta "
+                 "(16 tiles a CTA, K in four): batch 1 256.2-256.9 against 250.2-250.4 tok/s, batch 16 3,127-3,133 "
+                 "against 3,098-3,099 output tok/s; unbalanced 2,948-2,974 at batch 16 (its gate/up 69.8 against "
+                 "59.2 us a layer) (bench/results/dev/ab/s19/)"},
     // Large matrices: K split in two across a cluster, 8 one-tile warps per CTA at every m.
-    {.ops = kDecodeGemms, .shape = {10, kUnbounded}, .sm = kHopper, .choice = "rt1_w8_k2_cta",
-     .evidence = "H200 bf16, 8B gate_up 28672x4096 (13.6 row tiles/SM): one token 60.7 us in fuselm tune, against "
+    {.ops = kDecodeGemms, .shape = {10, kUnbounded}, .sm = kHopper, .choice = "rt1_w8_k2_cta", .balance_sms = true,
+     .evidence = "Grids spread evenly for 2+ tokens: H200 bf16, with every decode GEMM of the 1B shape so, batch 16 "
+                 "14,708-14,789 against 13,797-13,956 output tok/s (bench/results/dev/ab/s19/). "
+                 "H200 bf16, 8B gate_up 28672x4096 (13.6 row tiles/SM): one token 60.7 us in fuselm tune, against "
                  "62.9 for rt1_w4_cta (bench/results/invariance/README.md). For 2+ tokens, in the whole step: batch "
                  "2-64 output tok/s +5-9% against rt2_w4_k2_cta (2,942-2,998 against 2,785-2,796 at batch 16), "
                  "which fuselm tune had ranked first in isolation; the LM head 32000x4096 alike within noise "
                  "(bench/results/dev/ab/s13/)"},
-    {.ops = kDecodeGemms, .shape = {5, 10}, .sm = kHopper, .choice = "rt1_w4_k2_cta",
+    {.ops = kDecodeGemms, .shape = {5, 10}, .sm = kHopper, .choice = "rt1_w4_k2_cta", .balance_sms = true,
+     .single_token_balance_sms = true,
      .evidence = "H200 bf16, 1B gate_up 16384x2048 (7.8 row tiles/SM): 23.0 us at m=1, 23.4 us at m=16 "
-                 "(bench/results/h200-skinny-gemm-lab3.txt)"},
+                 "(bench/results/h200-skinny-gemm-lab3.txt). Its 512 CTAs spread evenly (at most 4 an SM, where "
+                 "62 SMs took 6): batch 1 1,166-1,173 against 1,107-1,124 tok/s; batch 16 with every 1B GEMM "
+                 "so 14,708-14,789 against 13,797-13,956 output tok/s, with this one alone 13,487-13,563 "
+                 "(bench/results/dev/ab/s19/)"},
     // One token on the warp-pipeline twin of the k4 / k8 CTA variants (docs/kernels/skinny_gemm.md).
     {.ops = kDecodeGemms, .shape = {2.5, 5}, .sm = kHopper, .choice = "rt1_w4_k4_cta", .single_token = "rt1_w4",
      .evidence = "H200 bf16, 8B qkv 6144x4096 (2.9 row tiles/SM): 18.3 us at m=1, 20.5 us at m=16; one token "
                  "on rt1_w4 16.6 against 19.4 us with PDL (bench/results/h200-skinny-gemm-lab3.txt)"},
     {.ops = kDecodeGemms, .shape = {0, 2.5}, .sm = kHopper, .choice = "rt1_w4_k8_cta", .single_token = "rt1_w8",
-     .evidence = "H200 bf16, 8B o 4096x4096 and down 4096x14336 (1.9 row tiles/SM): 12.8/13.3 and 37.6/37.1 us "
+     .balance_sms = true,
+     .evidence = "Grids spread evenly for 2+ tokens (the 1B shape's batch 16 +6% with every GEMM so, 8B batch 16 "
+                 "even; bench/results/dev/ab/s19/). H200 bf16, 8B o 4096x4096 and down 4096x14336 (1.9 row tiles/SM): "
+                 "12.8/13.3 and 37.6/37.1 us "
                  "at m=1/16; one token on rt1_w8 10.7 and 32.1 against 13.4 and 37.6 us with PDL "
                  "(bench/results/h200-skinny-gemm-lab3.txt)"},
     // Elsewhere (no clusters, or not measured): the warp pipeline without K split.

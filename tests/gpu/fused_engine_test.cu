@@ -224,14 +224,14 @@ TEST(FusedEngine, TileGroupPlansGiveTheRulesBits) {
 
   struct Arm {
     std::string shape, pipeline;  // empty shape: the rules' variants
-    bool balance_sms;
+    bool balance_sms;             // for every batch
   };
   for (const Arm& arm : {Arm{"rt1_w8", "_reg", false}, Arm{"rt1_w8", "_cta", false}, Arm{"rt1_w7", "_cta", true},
                          Arm{"", "", true}}) {
     Plan plan = make_rule_plan(c.config, o.dtype, query_gpu_identity(),
                                make_plan_limits(c.config, o.max_batch, o.max_prefill_tokens, o.max_seq_len));
     for (DecodeGemmChoice& g : plan.decode.gemm) {
-      g.balance_sms = arm.balance_sms;
+      g.balance_sms = g.single_token_balance_sms = arm.balance_sms;
       if (arm.shape.empty()) continue;
       const std::string cls = skinny_rounding_class(g.variant);  // "k<split>" here (CTA pipeline and twins)
       ASSERT_EQ(cls.find('x'), std::string::npos) << plan_op_name(g.op) << ": " << g.variant;

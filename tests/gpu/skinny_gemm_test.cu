@@ -256,7 +256,9 @@ TEST(SkinnyGemm, BalancedPlacementKeepsTheBitsAndSpreadsTheGrid) {
   CUDA_OK(cudaGetDevice(&device));
   CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   ASSERT_LE(sms, KernelTrace::kSms);
-  const int64_t rows = 16 * 7 * 64, cols = 2048;  // 448 row tiles: 448 / RT / warps CTAs per K piece
+  // 264 row tiles; K long enough that every CTA is still running when the last one is placed (an SM
+  // whose CTAs end before the grid is out would take another).
+  const int64_t rows = 16 * 264, cols = 8192;
   TestWeight w(rows, cols, DType::BF16);
   DeviceBuffer<KernelTrace> trace(1);
   for (int m : {1, 16}) {

@@ -69,7 +69,7 @@ TEST(PlanCli, PrintsTheRulePlanForANamedGpu) {
   EXPECT_THAT(r.out, HasSubstr("hidden 4096, 32 layers, 32/8 heads x 128, ffn 14336, vocab 32000"));
   EXPECT_THAT(r.out, HasSubstr("one rounding class per op for every batch bucket"));
   EXPECT_THAT(r.out, ::testing::ContainsRegex("qkv +6144 x 4096 +2\\.9 +rt1_w4_k4_cta +rt1_w4 +k4 +fill +rule"));
-  EXPECT_THAT(r.out, ::testing::ContainsRegex("gate_up +28672 x 4096 +13\\.6 +rt2_w8_k4_cta +rt2_w8_k4_cta +k4 +fill +rule"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("gate_up +28672 x 4096 +13\\.6 +rt1_w7_k2_cta +rt1_w7_k2_cta +k2 +even +rule"));
   EXPECT_THAT(r.out, HasSubstr("decode attention: mma_c8_s16 kernel, split 256 tokens"));
   EXPECT_THAT(r.out, HasSubstr("from 16 sequences per launch each cluster's keys in one CTA"));
   EXPECT_THAT(r.out, HasSubstr("prefill attention: mma_r32_k32"));

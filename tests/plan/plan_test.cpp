@@ -49,6 +49,16 @@ std::map<std::string, std::string> variants(const Plan& p) {
   for (const DecodeGemmChoice& c : p.decode.gemm) out[std::string(plan_op_name(c.op))] = c.variant;
   return out;
 }
+// The ops whose grids are spread evenly, for 2+ tokens ("op") and for one ("op:1").
+std::string balanced(const Plan& p) {
+  std::string out;
+  for (const DecodeGemmChoice& c : p.decode.gemm) {
+    const std::string op(plan_op_name(c.op));
+    if (c.balance_sms) out += (out.empty() ? "" : " ") + op;
+    if (c.single_token_balance_sms) out += (out.empty() ? "" : " ") + op + ":1";
+  }
+  return out;
+}
 std::map<std::string, std::string> single_token_variants(const Plan& p) {
   std::map<std::string, std::string> out;
   for (const DecodeGemmChoice& c : p.decode.gemm) out[std::string(plan_op_name(c.op))] = c.single_token_variant;
@@ -63,11 +73,11 @@ TEST(PlanRules, Llama8BOnHopper) {
     SCOPED_TRACE(gpu);
     const Plan p = rule_plan(llama_8b(), gpu);
     // Measured on H200: the CTA pipeline, K split across a cluster until >= 2.5 CTAs per SM (qkv 2.9
-    // row tiles per SM: 4; o and down 1.9: 8); gate_up 13.6: 4, with 8 two-tile warps; the LM head,
+    // row tiles per SM: 4; o and down 1.9: 8); gate_up 13.6: 2, with 7 one-tile warps; the LM head,
     // 128256 rows: 2, with 8 one-tile warps.
     const std::map<std::string, std::string> want = {{"qkv", "rt1_w4_k4_cta"},
                                                      {"o", "rt1_w4_k8_cta"},
-                                                     {"gate_up", "rt2_w8_k4_cta"},
+                                                     {"gate_up", "rt1_w7_k2_cta"},
                                                      {"down", "rt1_w4_k8_cta"},
                                                      {"lm_head", "rt1_w8_k2_cta"}};
     EXPECT_EQ(variants(p), want);
@@ -75,10 +85,12 @@ TEST(PlanRules, Llama8BOnHopper) {
     // run their own variant (in tile groups, which the twins cannot read).
     std::map<std::string, std::string> want_one = {{"qkv", "rt1_w4"},
                                                    {"o", "rt1_w8"},
-                                                   {"gate_up", "rt2_w8_k4_cta"},
+                                                   {"gate_up", "rt1_w7_k2_cta"},
                                                    {"down", "rt1_w8"},
                                                    {"lm_head", "rt1_w8_k2_cta"}};
     EXPECT_EQ(single_token_variants(p), want_one);
+    // Grids spread evenly over the SMs: gate_up at every batch, o, down and the LM head from 2 tokens.
+    EXPECT_EQ(balanced(p), "o gate_up gate_up:1 down lm_head");
     EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).rows, 6144);
     EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).cols, 4096);
     EXPECT_EQ(p.decode_gemm(PlanOp::GateUp).rows, 28672);
@@ -108,6 +120,7 @@ TEST(PlanRules, Llama1BOnHopper) {
                                                    {"lm_head", "rt1_w8_k2_cta"}};
   EXPECT_EQ(variants(p), want);
   EXPECT_EQ(single_token_variants(p).at("qkv"), "rt1_w8");
+  EXPECT_EQ(balanced(p), "qkv o gate_up gate_up:1 down lm_head");
   EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).rows, 3072);
   EXPECT_EQ(p.prefill.attention_kernel, "mma_r32_k64");  // head_dim 64
   EXPECT_EQ(p.decode.attention.kernel, "mma");  // head_dim 64: clusters cost more at batch 16 than they gain at 1
@@ -129,7 +142,7 @@ TEST(PlanRules, AmpereGetsKnownVariantsCarriedOver) {
 
 TEST(PlanRules, TableIsKeyedByShapeBucket) {
   const GpuIdentity h200 = gpu_preset("h200");
-  EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 13.6, h200).choice, "rt2_w8_k4_cta");
+  EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 13.6, h200).choice, "rt1_w7_k2_cta");
   EXPECT_EQ(find_plan_rule(PlanOp::LmHead, DType::BF16, 60.7, h200).choice, "rt1_w8_k2_cta");
   EXPECT_EQ(find_plan_rule(PlanOp::GateUp, DType::BF16, 13.6, h200).single_token, "");  // the same for one token
   EXPECT_EQ(find_plan_rule(PlanOp::Qkv, DType::BF16, 2.9, h200).single_token, "rt1_w4");
@@ -380,12 +393,15 @@ TEST(PlanJson, RoundTripIsExact) {
   json old = plan_to_json(rule_plan(llama_8b()));
   old["decode"]["gemm"]["qkv"].erase("single_token_variant");
   EXPECT_EQ(plan_from_json(old, "old plan").decode_gemm(PlanOp::Qkv).single_token_variant, "rt1_w4_k4_cta");
-  // Nor balance_sms: their grids were placed as the block scheduler does.
+  // Nor balance_sms: their grids were placed as the block scheduler does. Without its one-token
+  // twin, one flag serves every batch.
   json unbalanced = plan_to_json(rule_plan(llama_8b()));
   unbalanced["decode"]["gemm"]["qkv"]["balance_sms"] = true;
-  EXPECT_TRUE(plan_from_json(unbalanced, "edited plan").decode_gemm(PlanOp::Qkv).balance_sms);
+  unbalanced["decode"]["gemm"]["qkv"].erase("single_token_balance_sms");
+  EXPECT_TRUE(plan_from_json(unbalanced, "edited plan").decode_gemm(PlanOp::Qkv).single_token_balance_sms);
   unbalanced["decode"]["gemm"]["qkv"].erase("balance_sms");
   EXPECT_FALSE(plan_from_json(unbalanced, "old plan").decode_gemm(PlanOp::Qkv).balance_sms);
+  EXPECT_FALSE(plan_from_json(unbalanced, "old plan").decode_gemm(PlanOp::Qkv).single_token_balance_sms);
   test::TempDir dir;
   const Plan p = with_fake_timings(rule_plan(llama_1b()));
   save_plan_file(p, dir.file("plan.json"));
@@ -575,7 +591,7 @@ TEST_F(PlanFile, InconsistentEdits) {
   json j = good_;
   j["decode"]["gemm"]["gate_up"]["single_token_variant"] = "rt1_w4_cta";
   expect_load_error(j, {"decode.gemm.gate_up: the single-token variant rt1_w4_cta (rounding class k1) rounds "
-                        "differently from rt2_w8_k4_cta (class k4)", "depend on the batch size"});
+                        "differently from rt1_w7_k2_cta (class k2)", "depend on the batch size"});
   j = good_;
   j["decode"]["gemm"]["o"]["single_token_variant"] = "rt2_w8_k8_cta";  // the same class as rt1_w4_k8_cta
   EXPECT_EQ(plan_from_json(j, "test").decode_gemm(PlanOp::O).single_token_variant, "rt2_w8_k8_cta");

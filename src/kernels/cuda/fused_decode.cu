@@ -137,7 +137,7 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
   auto slot = [&](int i) { return buf.trace != nullptr ? buf.trace + i : nullptr; };
   auto launch = [&](int slot_index, const SkinnyGemmChoice& choice) {
     SkinnyGemmLaunch options{model.pdl};
-    options.balance_sms = choice.balance_sms;
+    options.balance_sms = choice.balance_for_tokens(m);
     options.trace = slot(slot_index);
     return options;
   };

@@ -87,9 +87,11 @@ std::vector<SkinnyGemmVariant> skinny_gemm_variants();
 struct SkinnyGemmChoice {
   SkinnyGemmVariant variant;       // m >= 2
   SkinnyGemmVariant single_token;  // m == 1
-  bool balance_sms = false;        // SkinnyGemmLaunch::balance_sms for every launch of the op
+  bool balance_sms = false;               // SkinnyGemmLaunch::balance_sms for m >= 2
+  bool single_token_balance_sms = false;  // and for m == 1
   static SkinnyGemmChoice same(SkinnyGemmVariant v) { return {v, v}; }
   const SkinnyGemmVariant& for_tokens(int m) const { return m == 1 ? single_token : variant; }
+  bool balance_for_tokens(int m) const { return m == 1 ? single_token_balance_sms : balance_sms; }
 };
 
 // How an op's weights are packed for the variants it runs (mma_packing.h, PackedWeight::tile_group):

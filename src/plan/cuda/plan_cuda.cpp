@@ -39,7 +39,8 @@ SkinnyGemmVariant find_skinny_gemm_variant(std::string_view name) {
 
 SkinnyGemmChoice plan_skinny_gemm_choice(const Plan& plan, PlanOp op) {
   const DecodeGemmChoice& c = plan.decode_gemm(op);
-  return {find_skinny_gemm_variant(c.variant), find_skinny_gemm_variant(c.single_token_variant), c.balance_sms};
+  return {find_skinny_gemm_variant(c.variant), find_skinny_gemm_variant(c.single_token_variant), c.balance_sms,
+          c.single_token_balance_sms};
 }
 
 DecodeAttentionPlan plan_decode_attention(const Plan& plan, int max_seq_len) {
