@@ -680,17 +680,15 @@ __device__ __forceinline__ void finish_split_rows(const float (&acc)[RT][MT][4],
 // [U][NT] instead of [NT][U]. Same fragments into the same mma in the same order: the same bits.
 // The read-order probe (docs/kernels/skinny_gemm.md) streamed the 8B gate/up matrix at 3.90 TB/s
 // in 1 KB copies and 4.11 TB/s in 8 KB copies, the same bytes and grid.
-// Lab switch (session 19, build-time): the weight bytes a CTA-pipeline CTA keeps in flight.
-#ifndef FUSELM_LAB_CTA_INFLIGHT_KB
-#define FUSELM_LAB_CTA_INFLIGHT_KB 32
-#endif
 template <typename T, int MT, int RT, int WARPS>
 struct CtaPipe {
   static constexpr int kTiles = RT * WARPS;
   static constexpr int kStageKTiles = kTiles >= 16 ? 1 : 16 / kTiles;  // U
   static constexpr int kXStride = kStageKTiles * 16 + 8;  // elements; +8 as in SkinnyPipe
   static constexpr int kWBytes = kTiles * kStageKTiles * 512;
-  static constexpr int kStages = (FUSELM_LAB_CTA_INFLIGHT_KB * 1024 + kWBytes - 1) / kWBytes;  // 4 at 8 KB, 5 at 7 KB
+  // At least 32 KB of weights in flight: 4 stages of 8 KB, 5 of 7 KB (40 KB was even at batch 1 and
+  // cost the 8B batch-16 step 10%: docs/kernels/skinny_gemm.md).
+  static constexpr int kStages = (32 * 1024 + kWBytes - 1) / kWBytes;
   static constexpr int kPartBytes = kTiles * MT * 4 * 32 * static_cast<int>(sizeof(float));
   static int smem_bytes(int m) {
     const int pipe = kStages * (kWBytes + m * kXStride * static_cast<int>(sizeof(T)));
