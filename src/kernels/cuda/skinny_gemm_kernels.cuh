@@ -1059,7 +1059,8 @@ Status balance_smem(cudaLaunchConfig_t& config, Kernel kernel, int k_split) {
   const int static_smem = static_cast<int>(attr.sharedSizeBytes);  // the kernel's __shared__ variables
   const int dynamic_limit = l.max_smem_per_block - static_smem;
   int chosen = needed;
-  for (int64_t cap = (grid + l.sm_count - 1) / l.sm_count; cap >= 1; ++cap) {
+  // Ends once the cap admits as many CTAs as fit unpadded.
+  for (int64_t cap = (grid + l.sm_count - 1) / l.sm_count;; ++cap) {
     // cap CTAs of static + padded bytes fit on an SM, cap + 1 do not (128-byte allocation unit).
     const int total = (static_cast<int>(l.smem_per_sm / cap) - l.reserved_smem_per_block) / 128 * 128;
     const int padded = std::min(total - static_smem, dynamic_limit);
@@ -1158,6 +1159,40 @@ Status launch_register_pipeline(const PackedWeight& w, const SkinnyInput& in, co
   return Status();
 }
 
+// The warp pipeline's launch for a shape: the shallow ring, or the deep one where the grid is small.
+template <typename T, int MT, int RT, int WARPS, class Epilogue>
+Status launch_warp_shape(cudaLaunchConfig_t config, const PackedWeight& w, const SkinnyInput& in,
+                         const SkinnyNorm& norm, const Epilogue& epi, const SkinnyGemmVariant& v,
+                         SkinnyGemmLaunch options) {
+  const int64_t row_tiles = mma_tiles(w.rows), k_tiles = mma_tiles(w.cols);
+  const bool x_vec16 = activations_take_16_byte_copies(in);
+  const auto* wp = static_cast<const uint4*>(w.data);
+  const auto* xp = static_cast<const T*>(in.x);
+  if (w.tile_group != 1)
+    return Status::error(str_cat("skinny GEMM: ", v.name(), " reads weights packed row tile by row tile (tile "
+                                 "group 1), not in tile groups of ", w.tile_group,
+                                 "; the warp pipeline reads no tile groups (the CTA and register pipelines do)"));
+  using Shallow = SkinnyPipe<T, MT, RT, WARPS>;
+  const int64_t grid = (row_tiles + RT - 1) / RT * v.k_split;
+  // A grid of at most one 8-warp CTA per SM (up to 8 tokens) leaves an SM's shared memory half used
+  // at four stages, and a long K loop then waits on latency with 48 KB in flight per SM: give it
+  // twice the stages (1B down projection: K loop 11.4 -> 7.9 us). Not for a short K loop, which the
+  // prologue already covers, since a deep CTA keeps the next kernel's CTAs off its SM until it exits.
+  // The stage count changes no result (each warp adds its k-tiles in the same order).
+  if constexpr (MT == 1 && RT == 1 && WARPS == 8) {
+    const int64_t warp_k_tiles = k_tiles_per_warp(k_tiles, v.k_split, WARPS);
+    const int64_t warp_stages = (warp_k_tiles + Shallow::kStageKTiles - 1) / Shallow::kStageKTiles;
+    using Deep = SkinnyPipe<T, MT, RT, WARPS, 2 * Shallow::kStages>;
+    const DeviceLimits limits = device_limits();
+    if (grid <= limits.sm_count && Deep::kSmemBytes <= limits.max_smem_per_block &&
+        warp_stages > 2 * Shallow::kStages)
+      return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Deep::kStages>(
+          config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
+  }
+  return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Shallow::kStages>(
+      config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
+}
+
 template <typename T, int MT, int RT, int WARPS, class Epilogue>
 Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm, const Epilogue& epi,
                     const SkinnyGemmVariant& v, SkinnyGemmLaunch options, cudaStream_t stream) {
@@ -1190,29 +1225,7 @@ Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNo
   if constexpr (WARPS == 7) {
     return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(), ": 7 warps is a CTA-pipeline shape"));
   } else {
-  if (w.tile_group != 1)
-    return Status::error(str_cat("skinny GEMM: ", v.name(), " reads weights packed row tile by row tile (tile "
-                                 "group 1), not in tile groups of ", w.tile_group,
-                                 "; the warp pipeline reads no tile groups (the CTA and register pipelines do)"));
-  using Shallow = SkinnyPipe<T, MT, RT, WARPS>;
-  const int64_t grid = (row_tiles + RT - 1) / RT * v.k_split;
-  // A grid of at most one 8-warp CTA per SM (up to 8 tokens) leaves an SM's shared memory half used
-  // at four stages, and a long K loop then waits on latency with 48 KB in flight per SM: give it
-  // twice the stages (1B down projection: K loop 11.4 -> 7.9 us). Not for a short K loop, which the
-  // prologue already covers, since a deep CTA keeps the next kernel's CTAs off its SM until it exits.
-  // The stage count changes no result (each warp adds its k-tiles in the same order).
-  if constexpr (MT == 1 && RT == 1 && WARPS == 8) {
-    const int64_t warp_k_tiles = k_tiles_per_warp(k_tiles, v.k_split, WARPS);
-    const int64_t warp_stages = (warp_k_tiles + Shallow::kStageKTiles - 1) / Shallow::kStageKTiles;
-    using Deep = SkinnyPipe<T, MT, RT, WARPS, 2 * Shallow::kStages>;
-    const DeviceLimits limits = device_limits();
-    if (grid <= limits.sm_count && Deep::kSmemBytes <= limits.max_smem_per_block &&
-        warp_stages > 2 * Shallow::kStages)
-      return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Deep::kStages>(
-          config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
-  }
-  return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Shallow::kStages>(
-      config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
+    return launch_warp_shape<T, MT, RT, WARPS>(config, w, in, norm, epi, v, options);
   }
 }
 
