@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -16,6 +17,7 @@
 #include "kernels/cuda/fused_decode.h"
 #include "model/loader.h"
 #include "runtime/cuda/cuda_engine.h"
+#include "runtime/sampler.h"
 
 namespace fuselm {
 namespace {
@@ -195,6 +197,68 @@ TEST(DecodeTimeline, DISABLED_Lab) {
         std::printf("\n");
       }
     }
+  }
+}
+
+// Lab: the device's idle time between two decode steps of the bench's loop (batch 1, prompt 512,
+// greedy forward_sample per token). Per step: the host's wall time of forward_sample, the step's
+// kernels from the embedding's start to the LM head's end (globaltimer), and the device time from
+// one step's LM head end to the next step's embedding start, less the host time spent reading the
+// timeline back in between (which the bench does not do). That gap holds the sampling kernel, the
+// copies of the inputs and the ids, and everything the host does between two replays.
+TEST(DecodeTimeline, DISABLED_LabStepGap) {
+  FUSELM_REQUIRE_GPU();
+  LoadOptions load;
+  load.materialize_synthetic = false;
+  const char* only = std::getenv("FUSELM_TIMELINE_SHAPE");
+  for (const char* shape : {"llama-3.1-8b", "llama-3.2-1b"}) {
+    if (only != nullptr && std::string(only) != shape) continue;
+    auto model = load_model(std::string("synthetic:") + shape + "?vocab=32000", load);
+    CudaEngineTuning tuning;
+    tuning.trace_decode = true;
+    auto engine = make_cuda_engine(*model, lab_options(1), tuning);
+    std::vector<int32_t> prompt(512);
+    std::mt19937 gen(7);
+    std::uniform_int_distribution<int32_t> pick(0, model->config.vocab_size - 1);
+    for (int32_t& t : prompt) t = pick(gen);
+    const int seq = engine->add_sequence();
+    SamplingParams greedy;
+    greedy.temperature = 0.0f;
+    SamplerState sampler(greedy);
+    SamplerState* samplers[1] = {&sampler};
+    std::vector<int32_t> out;
+    SequenceChunk chunk{seq, prompt, false};
+    engine->forward_sample(std::span<const SequenceChunk>(&chunk, 1), samplers, out);
+    int32_t token = out[0];
+    using Clock = std::chrono::steady_clock;
+    std::vector<double> wall, kernels, gaps, readback;
+    uint64_t prev_end = 0;
+    double prev_readback = 0;
+    for (int s = 0; s < 48; ++s) {
+      SequenceChunk step{seq, std::span<const int32_t>(&token, 1), false};
+      const auto t0 = Clock::now();
+      engine->forward_sample(std::span<const SequenceChunk>(&step, 1), samplers, out);
+      const auto t1 = Clock::now();
+      token = out[0];
+      const std::vector<KernelTrace> trace = engine->decode_trace();
+      const auto t2 = Clock::now();
+      const double rb = std::chrono::duration<double, std::micro>(t2 - t1).count();
+      if (s >= 8) {  // after the warm-up
+        wall.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+        kernels.push_back((trace.back().end() - trace.front().start) * 1e-3);
+        gaps.push_back((static_cast<double>(trace.front().start) - static_cast<double>(prev_end)) * 1e-3 -
+                       prev_readback);
+        readback.push_back(prev_readback);
+      }
+      prev_end = trace.back().end();
+      prev_readback = rb;
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    std::printf("[bench] %-13s forward_sample %8.1f us, kernels %8.1f us, device gap %6.1f us (readback %5.1f) median of %zu\n",
+                shape, median(wall), median(kernels), median(gaps), median(readback), wall.size());
   }
 }
 
