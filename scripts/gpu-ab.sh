@@ -10,7 +10,8 @@
 # the edited rule plan (made once, for AB_PLAN_DTYPE, default bf16). Edits the plan derives other
 # fields from (the split, the KV block size) are refused by the engine with the values it expects.
 # The setting AB_BIN=PATH runs that fuselm binary instead of build-gpu/fuselm (e.g. a build of
-# another commit, for changes no switch can select).
+# another commit, for changes no switch can select); arg:FLAG adds FLAG to that run's bench
+# arguments (e.g. arg:--sync-decode).
 # Usage: bash scripts/gpu-ab.sh SHAPE ROUNDS CONFIG... -- BENCH-ARGS...
 #   e.g. bash scripts/gpu-ab.sh llama-3.2-1b 2 base other:SOME_SWITCH=1 -- --scenario latency --reps 2
 #        bash scripts/gpu-ab.sh llama-3.1-8b 2 rules g8:plan:decode.gemm.gate_up.variant=rt1_w8_k2_cta \
@@ -61,10 +62,11 @@ for round in $(seq 1 "$rounds"); do
     [ "$config" != "$name" ] && IFS=, read -r -a settings <<<"${config#*:}"
     bin=build-gpu/fuselm
     for v in "${settings[@]}"; do
-      if [[ $v == AB_BIN=* ]]; then bin=${v#AB_BIN=}; elif [[ $v != plan:* ]]; then vars+=("$v"); fi
+      if [[ $v == AB_BIN=* ]]; then bin=${v#AB_BIN=}; elif [[ $v == arg:* ]]; then plan_args+=("${v#arg:}");
+      elif [[ $v != plan:* ]]; then vars+=("$v"); fi
     done
     plan=$(plan_for "$name" "${settings[@]}") || { echo "== $shape $name: no plan file, skipped"; continue; }
-    [ -n "$plan" ] && plan_args=(--plan "$plan")
+    [ -n "$plan" ] && plan_args+=(--plan "$plan")
     json="$out/$shape-$name-$round.json"
     echo "== $shape $name round $round ${settings[*]:-}"
     env "${vars[@]}" "$bin" bench -m "$model" -q --no-peak --json "$json" "${plan_args[@]}" "$@" \

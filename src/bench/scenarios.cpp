@@ -114,6 +114,25 @@ void prefill_sequences(Engine& engine, std::span<const int> seq_ids, std::span<c
   }
 }
 
+// Runs `count` decode steps over `first` (one token per chunk), each step's sampled tokens fed to
+// the next one on the engine's side (kPendingToken): step i + 1 is submitted before the host waits
+// for step i, so the device does not idle while the host reads a step's tokens. on_step(i) runs as
+// soon as step i's tokens are in `out`.
+template <class OnStep>
+void decode_steps(Engine& engine, std::span<const SequenceChunk> first, std::span<SamplerState* const> samplers,
+                  int count, std::vector<int32_t>& out, OnStep on_step) {
+  if (count <= 0) return;
+  static const int32_t pending = kPendingToken;
+  std::vector<SequenceChunk> next(first.begin(), first.end());
+  for (SequenceChunk& c : next) c.tokens = std::span<const int32_t>(&pending, 1);
+  engine.submit_sample(first, samplers);
+  for (int i = 0; i < count; ++i) {
+    if (i + 1 < count) engine.submit_sample(next, samplers);
+    engine.wait_sample(out);
+    on_step(i);
+  }
+}
+
 void check_positive(int value, const char* option, int minimum = 1) {
   FUSELM_CHECK(value >= minimum, "bench: ", option, " must be at least ", minimum, ", got ", value);
 }
@@ -324,13 +343,11 @@ LatencyRep run_latency_once(Engine& engine, std::span<const int32_t> prompt, int
   prefill_sequences(engine, seq.ids(), prompts, samplers.pointers, max_prefill_tokens, {&token, 1}, scratch);
   auto prev = Clock::now();
   rep.ttft_ms = ms_between(t0, prev);
-  for (int i = 0; i + 1 < gen_len; ++i) {
-    engine.forward_sample({&step, 1}, samplers.pointers, scratch.out);
-    token = scratch.out[0];
+  decode_steps(engine, {&step, 1}, samplers.pointers, gen_len - 1, scratch.out, [&](int i) {
     const auto now = Clock::now();
     rep.itl_ms[i] = ms_between(prev, now);
     prev = now;
-  }
+  });
   rep.e2e_ms = ms_between(t0, prev);
   return rep;
 }
@@ -354,13 +371,11 @@ ThroughputRep run_throughput_once(Engine& engine, std::span<const std::vector<in
   prefill_sequences(engine, seqs.ids(), prompt_spans, samplers.pointers, max_prefill_tokens, tokens, scratch);
   auto prev = Clock::now();
   rep.prefill_ms = ms_between(t0, prev);
-  for (int i = 0; i + 1 < gen_len; ++i) {
-    engine.forward_sample(steps, samplers.pointers, scratch.out);
-    std::copy(scratch.out.begin(), scratch.out.end(), tokens.begin());
+  decode_steps(engine, steps, samplers.pointers, gen_len - 1, scratch.out, [&](int i) {
     const auto now = Clock::now();
     rep.step_ms[i] = ms_between(prev, now);
     prev = now;
-  }
+  });
   rep.wall_ms = ms_between(t0, prev);
   return rep;
 }
@@ -390,13 +405,11 @@ DepthRep run_depth_once(Engine& engine, std::span<const int32_t> context, int32_
   DepthRep rep;
   rep.step_ms.resize(gen_len);
   auto prev = Clock::now();
-  for (int i = 0; i < gen_len; ++i) {
-    engine.forward_sample({&step, 1}, samplers.pointers, scratch.out);
-    token = scratch.out[0];
+  decode_steps(engine, {&step, 1}, samplers.pointers, gen_len, scratch.out, [&](int i) {
     const auto now = Clock::now();
     rep.step_ms[i] = ms_between(prev, now);
     prev = now;
-  }
+  });
   return rep;
 }
 

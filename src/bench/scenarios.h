@@ -3,9 +3,11 @@
 // repetition on one engine and returns raw per-step samples; the driver repeats it after warm-up
 // and, when comparing variants, alternates them repetition by repetition in one process.
 //
-// Timing: a steady clock around Engine calls. forward_sample returns the sampled tokens on the
-// host, so it returns only once the device has finished the step; every timed interval therefore
-// covers the whole step including sampling. Prompts are token ids (tokenization is excluded),
+// Timing: a steady clock around Engine calls. Prefill calls forward_sample, which returns the
+// sampled tokens on the host once the device has finished the step. Decode loops submit step n + 1
+// (Engine::submit_sample, fed step n's tokens on the engine's side) before they wait for step n, as
+// a serving loop would; an interval ends when a step's tokens are on the host, so it still covers a
+// whole step including sampling (`--sync-decode` runs one step at a time). Prompts are token ids (tokenization is excluded),
 // deterministic pseudo-random in [0, vocab); sampling is greedy and end-of-sequence tokens are
 // ignored, so every run generates exactly the requested number of tokens.
 //

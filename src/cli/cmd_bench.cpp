@@ -46,6 +46,7 @@ struct BenchArgs {
   int peak_runs = bench::kDefaultPeakRuns;
   int kv_block_size = 16;
   std::string plan_file;
+  bool sync_decode = false;
   double kv_fraction = 0;  // 0: the engine default alone, split between two engines when comparing
   double time_budget_s = 0;  // 0: no limit
   bool quiet = false;
@@ -160,6 +161,7 @@ int run_bench(const BenchArgs& a) {
     eo.max_prefill_tokens = needs.max_prefill_tokens;
     eo.kv_block_size = a.kv_block_size;
     eo.plan_file = a.plan_file;
+    eo.pipeline_decode = !a.sync_decode;
     if (a.kv_fraction > 0) {
       eo.kv_memory_fraction = a.kv_fraction;
     } else if (paths.size() == 2) {
@@ -244,6 +246,9 @@ std::function<int()> setup_bench(CLI::App& sub) {
                  "serving, which lasts as long as its arrivals: add it by name)")
       ->capture_default_str();
   sub.add_option("--compare", a->compare, "run two paths alternately and report speedups, e.g. baseline,fused");
+  sub.add_flag("--sync-decode", a->sync_decode,
+               "fused path: finish each decode step before preparing the next (by default the next step is queued "
+               "behind it and takes its sampled tokens on the device)");
   sub.add_option("--reps", o.reps, "timed repetitions of every configuration")->capture_default_str();
   sub.add_option("--warmup", o.warmup, "untimed repetitions before them")->capture_default_str();
   sub.add_option("--prompt-len", o.prompt_len, "latency: prompt tokens")->capture_default_str();

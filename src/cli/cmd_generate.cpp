@@ -132,12 +132,32 @@ int run_generate(const GenerateArgs& args) {
     SequenceChunk last{seq, chunks.back(), false};
     engine->forward_sample({&last, 1}, samplers, next);
     t_first = std::chrono::steady_clock::now();
+    // Each decode step is submitted before the host waits for the one before it, and takes that
+    // step's token on the engine's side; a step submitted after an end-of-sequence token is dropped.
+    // A repetition penalty needs every token in its window first: then one step at a time.
+    const bool pipelined = args.sampling.repetition_penalty == 1.0f;
+    static const int32_t pending = kPendingToken;
+    const int32_t first_token = next[0];
+    SequenceChunk step{seq, std::span<const int32_t>(&first_token, 1), false};
+    if (pipelined && max_new > 1) engine->submit_sample({&step, 1}, samplers);
+    step.tokens = std::span<const int32_t>(&pending, 1);
     while (true) {
       generated.push_back(next[0]);
       emit(next[0]);
-      if (is_eos(next[0]) || static_cast<int>(generated.size()) == max_new) break;
-      SequenceChunk step{seq, std::span<const int32_t>(next.data(), 1), false};
-      engine->forward_sample({&step, 1}, samplers, next);
+      const bool done = is_eos(next[0]) || static_cast<int>(generated.size()) == max_new;
+      if (pipelined) {
+        if (engine->steps_in_flight() == 0) break;
+        if (!done && static_cast<int>(generated.size()) + 1 < max_new) engine->submit_sample({&step, 1}, samplers);
+        engine->wait_sample(next);
+        if (done) {
+          while (engine->steps_in_flight() > 0) engine->wait_sample(next);
+          break;
+        }
+      } else {
+        if (done) break;
+        step.tokens = std::span<const int32_t>(next.data(), 1);
+        engine->forward_sample({&step, 1}, samplers, next);
+      }
     }
   }
   if (stream) {

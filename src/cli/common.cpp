@@ -19,6 +19,9 @@ void EngineFlags::add_to(CLI::App& sub) {
                "round RoPE frequencies to bf16 as HF transformers does after model.to(bfloat16); reproduces "
                "references computed that way (the shared goldens)");
   sub.add_option("--plan", plan_file, "GPU: kernel plan file from `fuselm tune -o` (default: the built-in rules)");
+  sub.add_flag("--sync-decode", sync_decode,
+               "GPU fused path: finish each decode step before preparing the next (by default the next step is "
+               "queued behind it and takes its sampled tokens on the device)");
 }
 
 EngineOptions EngineFlags::options() const {
@@ -27,6 +30,7 @@ EngineOptions EngineFlags::options() const {
   o.dtype = parse_dtype(dtype);
   o.path = parse_execution_path(path);
   o.plan_file = plan_file;
+  o.pipeline_decode = !sync_decode;
   return o;
 }
 

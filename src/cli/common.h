@@ -15,13 +15,14 @@
 
 namespace fuselm::cli {
 
-// --device, --dtype, --path, --bf16-rope-freqs, --plan: which engine runs the model, and how.
+// --device, --dtype, --path, --bf16-rope-freqs, --plan, --sync-decode: which engine runs the model, and how.
 struct EngineFlags {
   std::string device = "cpu";
   std::string dtype = "bf16";
   std::string path = "fused";
   bool bf16_rope_freqs = false;
   std::string plan_file;
+  bool sync_decode = false;
 
   void add_to(CLI::App& sub);
   EngineOptions options() const;  // throws Error on an unknown device, dtype or path

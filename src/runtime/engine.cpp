@@ -38,6 +38,54 @@ void Engine::forward_sample(std::span<const SequenceChunk> chunks, std::span<Sam
   }
 }
 
+void Engine::check_submit(std::span<const SequenceChunk> chunks, std::span<SamplerState* const> samplers,
+                          int in_flight) const {
+  FUSELM_CHECK(samplers.size() == chunks.size(), "submit_sample: one sampler per chunk expected, got ",
+               samplers.size(), " for ", chunks.size(), " chunks");
+  FUSELM_CHECK(in_flight < kMaxStepsInFlight, "submit_sample: ", in_flight,
+               " steps are already submitted and not waited for (at most ", kMaxStepsInFlight,
+               "); call wait_sample first");
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const SequenceChunk& c = chunks[i];
+    FUSELM_CHECK(samplers[i] != nullptr, "submit_sample: null sampler for sequence ", c.seq_id);
+    for (size_t t = 0; t < c.tokens.size(); ++t) {
+      if (c.tokens[t] != kPendingToken) continue;
+      FUSELM_CHECK(c.tokens.size() == 1, "submit_sample: sequence ", c.seq_id, " has kPendingToken at token ", t,
+                   " of a ", c.tokens.size(), "-token chunk; only a single-token (decode) chunk may take it");
+      FUSELM_CHECK(samplers[i]->params.repetition_penalty == 1.0f, "submit_sample: sequence ", c.seq_id,
+                   " takes kPendingToken but its sampler has a repetition penalty (",
+                   samplers[i]->params.repetition_penalty,
+                   "), whose window must hold that token; pass the token after wait_sample instead");
+    }
+  }
+}
+
+void Engine::submit_sample(std::span<const SequenceChunk> chunks, std::span<SamplerState* const> samplers) {
+  check_submit(chunks, samplers, steps_in_flight());
+  // Every earlier step has run, so a pending token is already known.
+  std::vector<int32_t> resolved(chunks.size());
+  std::vector<SequenceChunk> run(chunks.begin(), chunks.end());
+  for (size_t i = 0; i < run.size(); ++i) {
+    if (run[i].tokens.size() != 1 || run[i].tokens[0] != kPendingToken) continue;
+    const auto it = last_sampled_.find(run[i].seq_id);
+    FUSELM_CHECK(it != last_sampled_.end() && it->second.first == sequence_length(run[i].seq_id),
+                 "submit_sample: sequence ", run[i].seq_id,
+                 " takes kPendingToken but its latest step was not a submitted one that sampled a token");
+    resolved[i] = it->second.second;
+    run[i].tokens = std::span<const int32_t>(&resolved[i], 1);
+  }
+  std::vector<int32_t> tokens;
+  forward_sample(run, samplers, tokens);
+  for (size_t i = 0; i < run.size(); ++i) last_sampled_[run[i].seq_id] = {sequence_length(run[i].seq_id), tokens[i]};
+  finished_steps_.push_back(std::move(tokens));
+}
+
+void Engine::wait_sample(std::vector<int32_t>& tokens) {
+  FUSELM_CHECK(!finished_steps_.empty(), "wait_sample: no step was submitted and not yet waited for");
+  tokens = std::move(finished_steps_.front());
+  finished_steps_.pop_front();
+}
+
 std::unique_ptr<Engine> make_engine(const Model& model, const EngineOptions& options) {
   if (options.device == DeviceKind::Cpu) return make_cpu_engine(model, options);
 #if FUSELM_HAVE_CUDA

@@ -366,5 +366,88 @@ TEST(FusedEngine, PrefillChunkSizeAndCompanyDoNotChangeResults) {
   }
 }
 
+// submit_sample against forward_sample: the same tokens, step by step, for every sequence, on both
+// paths, greedy and sampled. The pipelined run keeps a second step in flight, feeds each step its
+// tokens on the device (kPendingToken), and at step 4 prefills another sequence between two steps (so
+// the next step takes its tokens from the host), and at step 7 drops a sequence.
+TEST(FusedEngine, PipelinedDecodeSamplesWhatOneStepAtATimeDoes) {
+  FUSELM_REQUIRE_GPU();
+  std::mt19937 gen(204);
+  const ModelConfig config = small_llama();
+  auto model = make_synthetic_model(config, false);
+  const int n = 3, steps = 10;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < n; ++i) prompts.push_back(random_tokens(gen, 20 + 31 * i, config.vocab_size));
+  const std::vector<int32_t> extra = random_tokens(gen, 40, config.vocab_size);
+  for (ExecutionPath path : {ExecutionPath::Fused, ExecutionPath::Baseline}) {
+    for (bool sampled : {false, true}) {
+      SCOPED_TRACE(std::string(path == ExecutionPath::Fused ? "fused" : "baseline") + (sampled ? ", sampled" : ", greedy"));
+      std::vector<std::vector<int32_t>> streams[2];
+      for (int run = 0; run < 2; ++run) {
+        const bool pipelined = run == 1;
+        auto engine = make_cuda_engine(*model, options(path, 8));
+        std::vector<SamplerState> states;
+        for (int i = 0; i < n; ++i) {
+          SamplingParams p;
+          p.temperature = sampled ? 0.9f : 0.0f;
+          p.top_k = sampled ? 40 : 0;
+          p.seed = 11 + static_cast<uint64_t>(i);
+          states.emplace_back(p);
+        }
+        std::vector<SamplerState*> samplers;
+        std::vector<int> seqs;
+        std::vector<SequenceChunk> chunks;
+        for (int i = 0; i < n; ++i) {
+          samplers.push_back(&states[static_cast<size_t>(i)]);
+          seqs.push_back(engine->add_sequence());
+          chunks.push_back({seqs.back(), prompts[static_cast<size_t>(i)], false});
+        }
+        std::vector<int32_t> tokens;
+        engine->forward_sample(chunks, samplers, tokens);
+        streams[run].assign(static_cast<size_t>(n), {});
+        for (int i = 0; i < n; ++i) streams[run][static_cast<size_t>(i)].push_back(tokens[static_cast<size_t>(i)]);
+        static const int32_t pending = kPendingToken;
+        int live = n;
+        auto step_chunks = [&](bool from_device) {
+          std::vector<SequenceChunk> c;
+          for (int i = 0; i < live; ++i)
+            c.push_back({seqs[static_cast<size_t>(i)],
+                         std::span<const int32_t>(from_device ? &pending : &tokens[static_cast<size_t>(i)], 1), false});
+          return c;
+        };
+        if (pipelined) engine->submit_sample(step_chunks(false), std::span(samplers.data(), static_cast<size_t>(live)));
+        for (int s = 0; s < steps; ++s) {
+          if (s == 4) {  // another sequence's prompt between two steps
+            const int other = engine->add_sequence();
+            SequenceChunk c{other, extra, false};
+            std::vector<float> logits;
+            engine->forward({&c, 1}, logits);
+            engine->remove_sequence(other);
+          }
+          if (pipelined) {
+            if (s + 1 < steps) {
+              const int next_live = s + 1 == 7 ? live - 1 : live;  // step 7 runs without the last sequence
+              auto c = step_chunks(true);
+              c.resize(static_cast<size_t>(next_live));
+              engine->submit_sample(c, std::span(samplers.data(), static_cast<size_t>(next_live)));
+            }
+            engine->wait_sample(tokens);
+          } else {
+            if (s == 7) --live;
+            auto c = step_chunks(false);
+            engine->forward_sample(c, std::span(samplers.data(), static_cast<size_t>(live)), tokens);
+          }
+          if (pipelined && s == 6) --live;
+          ASSERT_EQ(tokens.size(), static_cast<size_t>(live)) << "step " << s;
+          for (int i = 0; i < live; ++i) streams[run][static_cast<size_t>(i)].push_back(tokens[static_cast<size_t>(i)]);
+        }
+        EXPECT_EQ(engine->steps_in_flight(), 0);
+        EXPECT_EQ(engine->sequence_length(seqs[0]), static_cast<int>(prompts[0].size()) + steps);
+      }
+      EXPECT_EQ(streams[0], streams[1]);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fuselm

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <cstring>
 
 #include "core/error.h"
@@ -329,6 +330,125 @@ TEST(CpuEngine, ForwardSampleGreedyPicksTheArgmax) {
   std::vector<int32_t> out;
   engine->forward_sample(chunks, samplers, out);
   EXPECT_EQ(out, (std::vector<int32_t>{argmax_last(ref_a, 6), argmax_last(ref_b, 3)}));
+}
+
+// Decodes `steps` tokens for every sequence from `first` (one token each), one forward_sample at
+// a time; returns the tokens step by step.
+std::vector<std::vector<int32_t>> decode_one_at_a_time(Engine& engine, std::span<const int> seqs,
+                                                       std::vector<int32_t> tokens,
+                                                       std::span<SamplerState* const> samplers, int steps) {
+  std::vector<std::vector<int32_t>> out;
+  for (int s = 0; s < steps; ++s) {
+    std::vector<SequenceChunk> chunks;
+    for (size_t i = 0; i < seqs.size(); ++i) chunks.push_back({seqs[i], std::span<const int32_t>(&tokens[i], 1), false});
+    engine.forward_sample(chunks, samplers, tokens);
+    out.push_back(tokens);
+  }
+  return out;
+}
+
+// The same with submit_sample: step s + 1 submitted (taking kPendingToken) before the wait for step s.
+std::vector<std::vector<int32_t>> decode_submitted(Engine& engine, std::span<const int> seqs,
+                                                   std::vector<int32_t> tokens,
+                                                   std::span<SamplerState* const> samplers, int steps) {
+  static const int32_t pending = kPendingToken;
+  std::vector<SequenceChunk> first, next;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    first.push_back({seqs[i], std::span<const int32_t>(&tokens[i], 1), false});
+    next.push_back({seqs[i], std::span<const int32_t>(&pending, 1), false});
+  }
+  std::vector<std::vector<int32_t>> out;
+  engine.submit_sample(first, samplers);
+  for (int s = 0; s < steps; ++s) {
+    if (s + 1 < steps) engine.submit_sample(next, samplers);
+    EXPECT_EQ(engine.steps_in_flight(), s + 1 < steps ? 2 : 1);
+    std::vector<int32_t> t;
+    engine.wait_sample(t);
+    out.push_back(t);
+  }
+  EXPECT_EQ(engine.steps_in_flight(), 0);
+  return out;
+}
+
+TEST(CpuEngine, SubmittedStepsSampleWhatForwardSampleDoes) {
+  auto model = tiny_model();
+  SamplingParams p;
+  p.temperature = 0.9f;
+  p.top_k = 20;
+  std::vector<std::vector<int32_t>> results[2];
+  std::vector<int32_t> histories[2][2];
+  for (int run = 0; run < 2; ++run) {
+    auto engine = make_cpu_engine(*model, {});
+    const int seqs[2] = {engine->add_sequence(), engine->add_sequence()};
+    p.seed = 5;
+    SamplerState s0(p);
+    p.seed = 6;
+    SamplerState s1(p);
+    std::vector<SamplerState*> samplers = {&s0, &s1};
+    const auto p0 = prompt(5, 1), p1 = prompt(8, 2);
+    std::vector<SequenceChunk> prefill_chunks = {{seqs[0], p0, false}, {seqs[1], p1, false}};
+    std::vector<int32_t> first;
+    engine->forward_sample(prefill_chunks, samplers, first);
+    results[run] = run == 0 ? decode_one_at_a_time(*engine, seqs, first, samplers, 6)
+                            : decode_submitted(*engine, seqs, first, samplers, 6);
+    histories[run][0] = s0.history;
+    histories[run][1] = s1.history;
+    EXPECT_EQ(engine->sequence_length(seqs[0]), 5 + 6);
+  }
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(histories[0][0], histories[1][0]);
+  EXPECT_EQ(histories[0][1], histories[1][1]);
+}
+
+TEST(CpuEngine, SubmitSampleRefusesWhatItCannotRun) {
+  auto model = tiny_model();
+  auto engine = make_cpu_engine(*model, {});
+  const int a = engine->add_sequence();
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  SamplerState s(greedy);
+  SamplerState* samplers[1] = {&s};
+  const int32_t pending = kPendingToken;
+  auto expect_error = [](const std::function<void()>& f, const std::string& needle) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  std::vector<int32_t> out;
+  expect_error([&] { engine->wait_sample(out); }, "no step was submitted");
+  // A pending token before the sequence has a submitted step, and inside a longer chunk.
+  SequenceChunk one{a, std::span<const int32_t>(&pending, 1), false};
+  expect_error([&] { engine->submit_sample({&one, 1}, samplers); }, "latest step was not a submitted one");
+  const std::vector<int32_t> two = {3, pending};
+  SequenceChunk longer{a, two, false};
+  expect_error([&] { engine->submit_sample({&longer, 1}, samplers); }, "only a single-token (decode) chunk");
+  EXPECT_EQ(engine->steps_in_flight(), 0);
+  EXPECT_EQ(engine->sequence_length(a), 0);
+
+  const auto p = prompt(4);
+  SequenceChunk first{a, p, false};
+  engine->submit_sample({&first, 1}, samplers);
+  engine->submit_sample({&one, 1}, samplers);
+  expect_error([&] { engine->submit_sample({&one, 1}, samplers); }, "call wait_sample first");
+  engine->wait_sample(out);
+  engine->wait_sample(out);
+  EXPECT_EQ(engine->sequence_length(a), 5);
+  // A repetition penalty needs the pending token in its window.
+  SamplingParams penalised = greedy;
+  penalised.repetition_penalty = 1.2f;
+  SamplerState sp(penalised);
+  SamplerState* penalised_samplers[1] = {&sp};
+  expect_error([&] { engine->submit_sample({&one, 1}, penalised_samplers); }, "repetition penalty");
+  // Once another call has fed the sequence, its pending token is stale.
+  const int32_t seven = 7;
+  SequenceChunk fed{a, std::span<const int32_t>(&seven, 1), false};
+  std::vector<float> logits;
+  engine->forward({&fed, 1}, logits);
+  expect_error([&] { engine->submit_sample({&one, 1}, samplers); }, "latest step was not a submitted one");
+  EXPECT_EQ(engine->steps_in_flight(), 0);
 }
 
 }  // namespace

@@ -27,14 +27,16 @@ __device__ __forceinline__ void store_element(void* p, DType t, int64_t i, float
 
 // One CTA per token; thread j owns 16-element tile j (fixed summation order).
 __global__ void fused_embed_kernel(const void* table, DType dtype, int hidden, const int32_t* tokens,
-                                   const float* norm_weight, float* residual, void* xg, float* partials,
-                                   KernelTrace* trace) {
+                                   const int32_t* sampled, const float* norm_weight, float* residual, void* xg,
+                                   float* partials, KernelTrace* trace) {
   allow_next_grid();  // the first GEMM streams its weights meanwhile
   if (threadIdx.x == 0) trace_start(trace);
   wait_for_previous_grid();
   if (threadIdx.x == 0) trace_released(trace);
   const int tok = blockIdx.x;
-  const int64_t row = static_cast<int64_t>(tokens[tok]) * hidden;
+  int32_t token = tokens[tok];
+  if (token < 0) token = sampled[-1 - token];  // the id the previous step sampled for that row
+  const int64_t row = static_cast<int64_t>(token) * hidden;
   const int tiles = (hidden + 15) / 16;
   for (int j = threadIdx.x; j < tiles; j += blockDim.x) {
     float s = 0.0f;
@@ -86,13 +88,14 @@ __global__ void pack_kernel(const uint16_t* src, int64_t src_rows, int64_t cols,
 
 }  // namespace
 
-Status fused_embed(const void* table, DType dtype, int hidden, const int32_t* tokens, int m, const float* norm_weight,
-                   float* residual, void* xg, float* partials, cudaStream_t stream, bool pdl, KernelTrace* trace) {
+Status fused_embed(const void* table, DType dtype, int hidden, const int32_t* tokens, const int32_t* sampled, int m,
+                   const float* norm_weight, float* residual, void* xg, float* partials, cudaStream_t stream, bool pdl,
+                   KernelTrace* trace) {
   if (dtype != DType::BF16 && dtype != DType::F16)
     return Status::error(str_cat("fused_embed: unsupported dtype=", dtype_name(dtype), " (supported: bf16, f16)"));
   if (m < 1 || m > kSkinnyGemmMaxTokens) return Status::error(str_cat("fused_embed: m=", m, " (supported: 1..16)"));
   FUSELM_CUDA_RETURN(launch_kernel(fused_embed_kernel, dim3(m), dim3(256), 0, stream, pdl, table, dtype, hidden, tokens,
-                                   norm_weight, residual, xg, partials, trace));
+                                   sampled, norm_weight, residual, xg, partials, trace));
   return Status();
 }
 
@@ -147,7 +150,7 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
   DecodeAttentionPlan attention = attention_plan;
   attention.pdl = model.pdl;
 
-  Status s = fused_embed(model.embedding, model.dtype, model.hidden, in.tokens, m,
+  Status s = fused_embed(model.embedding, model.dtype, model.hidden, in.tokens, in.sampled, m,
                          model.layers.empty() ? model.final_norm : model.layers[0].attn_norm, buf.residual, buf.xg,
                          buf.partials, stream, model.pdl, slot(0));
   if (!s.ok()) return s;

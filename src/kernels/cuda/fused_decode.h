@@ -83,12 +83,15 @@ FusedDecodeBufferSizes fused_decode_buffer_sizes(const FusedDecodeModel& model, 
 
 // One step's inputs (device arrays of m entries; block_tables [m][max_blocks_per_seq]).
 struct FusedDecodeInputs {
-  const int32_t* tokens = nullptr;
+  const int32_t* tokens = nullptr;  // a token < 0: see `sampled`
   const int32_t* positions = nullptr;  // position of each new token (= cached length before it)
   const int32_t* kv_lens = nullptr;    // positions + 1
   const int32_t* block_tables = nullptr;
   int max_blocks_per_seq = 0;
   int m = 0;
+  // The previous step's sampled ids: a token < 0 stands for sampled[-1 - token], the id sampled for
+  // that row, which the host then need not read back before launching this step.
+  const int32_t* sampled = nullptr;
 };
 
 // Runs the whole step; logits[m][vocab] (fp32) hold the result. Launch-only: no host sync.
@@ -97,10 +100,11 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
                          cudaStream_t stream);
 
 // Gathers embeddings into the residual stream and writes the first norm's inputs (x·g, per-tile
-// sums of squares), as the residual epilogue does for later layers.
-Status fused_embed(const void* table, DType dtype, int hidden, const int32_t* tokens, int m, const float* norm_weight,
-                   float* residual, void* xg, float* partials, cudaStream_t stream, bool pdl = false,
-                   KernelTrace* trace = nullptr);
+// sums of squares), as the residual epilogue does for later layers. A token < 0 is read from
+// sampled[-1 - token] (FusedDecodeInputs::tokens).
+Status fused_embed(const void* table, DType dtype, int hidden, const int32_t* tokens, const int32_t* sampled, int m,
+                   const float* norm_weight, float* residual, void* xg, float* partials, cudaStream_t stream,
+                   bool pdl = false, KernelTrace* trace = nullptr);
 
 // Repacks a row-major device matrix [src_rows][cols] into the fragment layout (mma_packing.h) in
 // tile groups of `group`, rows picked by row_map (device, packed_rows entries, -1 = zero row) or the

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <deque>
+#include <memory>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -53,11 +56,17 @@ class CudaEngineImpl final : public CudaEngine {
   const ModelConfig& config() const override { return config_; }
   std::string description() const override;
   int add_sequence() override { return kv_->add_sequence(); }
-  void remove_sequence(int seq_id) override { kv_->remove_sequence(seq_id); }
+  void remove_sequence(int seq_id) override {
+    kv_->remove_sequence(seq_id);  // a step still in flight writes its blocks before any later step does
+    latest_sample_.erase(seq_id);
+  }
   int sequence_length(int seq_id) const override { return kv_->length(seq_id); }
   void forward(std::span<const SequenceChunk> chunks, std::vector<float>& logits) override;
   void forward_sample(std::span<const SequenceChunk> chunks, std::span<SamplerState* const> samplers,
                       std::vector<int32_t>& tokens) override;
+  void submit_sample(std::span<const SequenceChunk> chunks, std::span<SamplerState* const> samplers) override;
+  void wait_sample(std::vector<int32_t>& tokens) override;
+  int steps_in_flight() const override { return static_cast<int>(submitted_.size()); }
   KvCacheStats kv_stats() const override { return kv_->stats(); }
   int max_sequence_length() const override { return max_sequence_length_; }
   std::vector<KernelTrace> decode_trace() const override {
@@ -80,16 +89,24 @@ class CudaEngineImpl final : public CudaEngine {
     int logit_rows = 0;
     std::vector<std::pair<int, int>> new_lengths;  // (seq_id, length after the step)
   };
-  Step prepare_step(std::span<const SequenceChunk> chunks, bool last_rows_only);
+  // `device_tokens`: a token < 0 may stand for the previous replay's sampled id of row -1 - token
+  // (FusedDecodeInputs::tokens); only a fused step reads them.
+  Step prepare_step(std::span<const SequenceChunk> chunks, bool last_rows_only, bool device_tokens = false);
+  // Checks each row's sampling parameters; returns the longest penalty window, the row stride of
+  // the windows on the unfused path.
+  int check_samplers(std::span<SamplerState* const> samplers) const;
+  // Writes the sampling parameters and penalty windows of a step's rows (on the fused path for
+  // its graph, sent with its inputs).
+  void write_sample_inputs(const Step& step, std::span<SamplerState* const> samplers, int history_stride);
   void run_layers(const Step& step);
   // Final norm and LM head for `n` rows (token indices at logit_rows + first) into the logits slab.
   void compute_logits(int first, int n, int step_tokens);
   void commit(const Step& step);
   // Fused path: pads the step's rows up to its bucket, sends the decode inputs in one copy and
   // replays the bucket's graph; the logits of row b are then at fused_->logits() + b * vocab and
-  // its sampled id, once the stream is done, at input_host(decode sampled)[b]. `rows_sampled`:
-  // the caller wrote rows 0..batch-1 of decode_params; otherwise they sample greedily (unused).
-  void run_fused_decode(const Step& step, bool rows_sampled);
+  // its sampled id, once the stream is done, at ids_host[b] (when not null). `rows_sampled`: the
+  // caller wrote rows 0..batch-1 of decode_params; otherwise they sample greedily (unused).
+  void run_fused_decode(const Step& step, bool rows_sampled, int32_t* ids_host);
   void upload_range(const ArenaSlice& s, size_t offset, size_t bytes);
 
   template <class T>
@@ -105,6 +122,37 @@ class CudaEngineImpl final : public CudaEngine {
     return inputs_host_.at<T>(s.offset);
   }
   void upload(const ArenaSlice& s, size_t bytes);
+
+  // Pipelined sampling (submit_sample): the steps submitted and not yet waited for, oldest first.
+  // A fused decode step runs behind the one before it and sends its ids to a ring slot of pinned
+  // memory; any other step runs at its submit.
+  struct SubmittedStep {
+    uint64_t serial = 0;
+    int slot = -1;  // the ring slot of its ids while in flight
+    std::vector<SamplerState*> samplers;
+    std::vector<int32_t> tokens;  // once finished
+    bool finished = false;
+  };
+  // Where a sequence's latest submitted step left its sampled id.
+  struct LatestSample {
+    int length = 0;       // the sequence's length after that step (stale once it differs)
+    uint64_t serial = 0;  // that step
+    int row = 0;          // the sequence's row in it
+    int32_t token = -1;   // once the host has it
+  };
+  // Waits for a submitted step's ids and hands them to its samplers' histories.
+  void finish(SubmittedStep& step);
+  std::deque<SubmittedStep> submitted_;
+  std::unordered_map<int, LatestSample> latest_sample_;
+  uint64_t next_serial_ = 1;
+  uint64_t device_ids_serial_ = 0;  // the submitted step whose ids the device's sampled buffer holds; 0: none
+  int next_slot_ = 0;
+  PinnedBuffer sampled_ring_;  // int32 [kMaxStepsInFlight][max_batch]
+  std::vector<std::unique_ptr<CudaEvent>> ids_copied_;  // one per ring slot
+  // The staging area is rewritten only once its last copy to the device (a fused step's, which
+  // nothing waits for) has left it.
+  std::unique_ptr<CudaEvent> inputs_sent_;
+  bool inputs_sending_ = false;
 
   std::unique_ptr<CudaStream> stream_holder_;  // declared first among the members so that it goes last
   cudaStream_t stream_ = nullptr;
@@ -212,6 +260,10 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
   arena_ = DeviceBuffer::allocate(plan_.activations.total, "activations and workspaces");
   inputs_device_ = DeviceBuffer::allocate(plan_.inputs.total, "per-step inputs");
   inputs_host_ = PinnedBuffer::allocate(plan_.inputs.total, "per-step input staging");
+  sampled_ring_ = PinnedBuffer::allocate(static_cast<size_t>(kMaxStepsInFlight) * limits.max_batch * sizeof(int32_t),
+                                         "sampled ids of the steps in flight");
+  for (int i = 0; i < kMaxStepsInFlight; ++i) ids_copied_.push_back(std::make_unique<CudaEvent>());
+  inputs_sent_ = std::make_unique<CudaEvent>();
 
   FUSELM_THROW_IF_FAILED(gemm_.init(act<void>(plan_.activations.gemm_workspace), GemmPlan::kWorkspaceBytes));
   FUSELM_THROW_IF_FAILED(decode_attention_init_workspace(act<void>(plan_.activations.attention_workspace),
@@ -274,7 +326,6 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
     inputs.history = input_device<int32_t>(in.history);
     inputs.history_stride = limits.history_capacity;
     inputs.sampled = input_device<int32_t>(in.sampled);
-    inputs.sampled_host = input_host<int32_t>(in.sampled);
     fused_->capture(*kv_, inputs, stream_, tuning.trace_decode);
   }
   const int64_t pool_tokens = blocks * limits.block_size;
@@ -301,6 +352,7 @@ std::string CudaEngineImpl::description() const {
     return str_cat("cuda baseline ", dtype_name(dtype_), " on ", device_name_, " (fused decode does not support ",
                    fused_unsupported_, ")");
   return str_cat("cuda ", fused_ ? "fused" : "baseline", " ", dtype_name(dtype_), " on ", device_name_,
+                 fused_ && !options_.pipeline_decode ? ", decode steps one at a time" : "",
                  prefill_note_.empty() ? "" : str_cat(" (", prefill_note_, ")"));
 }
 
@@ -310,7 +362,7 @@ void CudaEngineImpl::upload_range(const ArenaSlice& s, size_t offset, size_t byt
                                     cudaMemcpyHostToDevice, stream_));
 }
 
-void CudaEngineImpl::run_fused_decode(const Step& step, bool rows_sampled) {
+void CudaEngineImpl::run_fused_decode(const Step& step, bool rows_sampled, int32_t* ids_host) {
   const int bucket = fused_->bucket_for(step.batch);
   const StepInputPlan& in = plan_.inputs;
   const int stride = plan_.limits.max_blocks_per_seq;
@@ -332,7 +384,13 @@ void CudaEngineImpl::run_fused_decode(const Step& step, bool rows_sampled) {
   // laid out in that order); each separate copy used to cost the replay a few microseconds.
   const size_t end = in.decode_block_tables.offset + static_cast<size_t>(bucket) * stride * sizeof(int32_t);
   upload(in.decode_params, end - in.decode_params.offset);
+  inputs_sent_->record(stream_);
+  inputs_sending_ = true;
   fused_->run(bucket, stream_);
+  if (ids_host != nullptr)
+    FUSELM_CUDA_THROW(cudaMemcpyAsync(ids_host, input_device<int32_t>(in.sampled),
+                                      static_cast<size_t>(step.batch) * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                      stream_));
 }
 
 void CudaEngineImpl::upload(const ArenaSlice& s, size_t bytes) {
@@ -340,8 +398,13 @@ void CudaEngineImpl::upload(const ArenaSlice& s, size_t bytes) {
   FUSELM_CUDA_THROW(cudaMemcpyAsync(input_device<void>(s), input_host<void>(s), bytes, cudaMemcpyHostToDevice, stream_));
 }
 
-CudaEngineImpl::Step CudaEngineImpl::prepare_step(std::span<const SequenceChunk> chunks, bool last_rows_only) {
+CudaEngineImpl::Step CudaEngineImpl::prepare_step(std::span<const SequenceChunk> chunks, bool last_rows_only,
+                                                  bool device_tokens) {
   const StepLimits& lim = plan_.limits;
+  if (inputs_sending_) {
+    inputs_sent_->wait();
+    inputs_sending_ = false;
+  }
   FUSELM_CHECK(!chunks.empty(), "forward: the step has no chunks");
   FUSELM_CHECK(static_cast<int>(chunks.size()) <= lim.max_batch, "forward: the step has ", chunks.size(),
                " chunks, over max_batch ", lim.max_batch, "; split it or raise --max-batch");
@@ -360,8 +423,8 @@ CudaEngineImpl::Step CudaEngineImpl::prepare_step(std::span<const SequenceChunk>
                  lim.max_seq_len, ", model max_position_embeddings ", config_.max_position_embeddings,
                  ", KV cache ", kv_->stats().total_blocks * lim.block_size, " tokens)");
     for (int32_t t : c.tokens)
-      FUSELM_CHECK(t >= 0 && t < config_.vocab_size, "forward: token id ", t, " in sequence ", c.seq_id,
-                   " is outside the vocabulary (0..", config_.vocab_size - 1, ")");
+      FUSELM_CHECK(t >= 0 ? t < config_.vocab_size : device_tokens && -1 - t < lim.max_batch, "forward: token id ", t,
+                   " in sequence ", c.seq_id, " is outside the vocabulary (0..", config_.vocab_size - 1, ")");
     total += static_cast<int64_t>(c.tokens.size());
     step.max_q_len = std::max(step.max_q_len, static_cast<int>(c.tokens.size()));
     step.new_lengths.emplace_back(c.seq_id, static_cast<int>(new_length));
@@ -552,9 +615,10 @@ void CudaEngineImpl::forward(std::span<const SequenceChunk> chunks, std::vector<
     return;
   }
 
+  device_ids_serial_ = 0;  // a replay overwrites the device's sampled ids
   const Step step = prepare_step(chunks, /*last_rows_only=*/false);
   if (step.fused) {
-    run_fused_decode(step, /*rows_sampled=*/false);
+    run_fused_decode(step, /*rows_sampled=*/false, nullptr);
     logits.resize(static_cast<size_t>(step.batch) * vocab);
     FUSELM_CUDA_THROW(cudaMemcpyAsync(logits.data(), fused_->logits(), logits.size() * sizeof(float),
                                       cudaMemcpyDeviceToHost, stream_));
@@ -608,50 +672,13 @@ void CudaEngineImpl::forward_sample(std::span<const SequenceChunk> chunks, std::
       tokens.push_back(is_single[i] ? single_tokens[next_single++] : multi_tokens[next_multi++]);
     return;
   }
-  // The penalty windows, packed with the step's longest as the row stride.
-  int history_stride = 0;
-  for (SamplerState* s : samplers) {
-    FUSELM_CHECK(s != nullptr, "forward_sample: null sampler");
-    check_sampling_params(s->params);
-    if (s->params.repetition_penalty == 1.0f) continue;
-    const size_t window = s->params.penalty_window > 0 ? static_cast<size_t>(s->params.penalty_window)
-                                                       : s->history.size();
-    history_stride = std::max(history_stride, static_cast<int>(std::min(window, s->history.size())));
-  }
-  FUSELM_CHECK(history_stride <= plan_.limits.history_capacity, "forward_sample: a repetition-penalty window of ",
-               history_stride, " tokens is over the ", plan_.limits.history_capacity,
-               " the CUDA sampler holds; use a shorter --penalty-window");
-
+  device_ids_serial_ = 0;  // this step's sampling overwrites the device's sampled ids
+  const int history_stride = check_samplers(samplers);
   const Step step = prepare_step(chunks, /*last_rows_only=*/true);
   const StepInputPlan& in = plan_.inputs;
-  // A fused step samples inside its graph, reading its penalty windows at the fixed row stride.
-  const int64_t window_stride = step.fused ? plan_.limits.history_capacity : history_stride;
-  SampleParams* params = input_host<SampleParams>(step.fused ? in.decode_params : in.sample_params);
-  int32_t* history = input_host<int32_t>(in.history);
-  for (int b = 0; b < step.batch; ++b) {
-    const SamplerState& s = *samplers[b];
-    SampleParams& p = params[b];
-    p.temperature = s.params.temperature;
-    p.top_k = s.params.top_k;
-    p.top_p = s.params.top_p;
-    p.min_p = s.params.min_p;
-    p.repetition_penalty = s.params.repetition_penalty;
-    p.rng_state = s.rng.state();
-    p.history_len = 0;
-    if (s.params.repetition_penalty != 1.0f) {
-      const size_t window = s.params.penalty_window > 0 ? static_cast<size_t>(s.params.penalty_window)
-                                                        : s.history.size();
-      const size_t count = std::min(window, s.history.size());
-      std::copy(s.history.end() - static_cast<std::ptrdiff_t>(count), s.history.end(),
-                history + static_cast<size_t>(b) * window_stride);
-      p.history_len = static_cast<int32_t>(count);
-      if (step.fused) upload_range(in.history, static_cast<size_t>(b) * window_stride * sizeof(int32_t),
-                                   count * sizeof(int32_t));
-    }
-  }
-
+  write_sample_inputs(step, samplers, history_stride);
   if (step.fused) {
-    run_fused_decode(step, /*rows_sampled=*/true);
+    run_fused_decode(step, /*rows_sampled=*/true, input_host<int32_t>(in.sampled));
   } else {
     upload(in.sample_params, static_cast<size_t>(step.batch) * sizeof(SampleParams));
     upload(in.history, static_cast<size_t>(step.batch) * history_stride * sizeof(int32_t));
@@ -678,6 +705,128 @@ void CudaEngineImpl::forward_sample(std::span<const SequenceChunk> chunks, std::
     s.history.push_back(sampled[b]);
     tokens[b] = sampled[b];
   }
+}
+
+int CudaEngineImpl::check_samplers(std::span<SamplerState* const> samplers) const {
+  int history_stride = 0;
+  for (SamplerState* s : samplers) {
+    FUSELM_CHECK(s != nullptr, "forward_sample: null sampler");
+    check_sampling_params(s->params);
+    if (s->params.repetition_penalty == 1.0f) continue;
+    const size_t window = s->params.penalty_window > 0 ? static_cast<size_t>(s->params.penalty_window)
+                                                       : s->history.size();
+    history_stride = std::max(history_stride, static_cast<int>(std::min(window, s->history.size())));
+  }
+  FUSELM_CHECK(history_stride <= plan_.limits.history_capacity, "forward_sample: a repetition-penalty window of ",
+               history_stride, " tokens is over the ", plan_.limits.history_capacity,
+               " the CUDA sampler holds; use a shorter --penalty-window");
+  return history_stride;
+}
+
+void CudaEngineImpl::write_sample_inputs(const Step& step, std::span<SamplerState* const> samplers,
+                                         int history_stride) {
+  // The penalty windows: at the fixed row stride the fused graphs read, else packed with the
+  // step's longest as the row stride.
+  const StepInputPlan& in = plan_.inputs;
+  const int64_t window_stride = step.fused ? plan_.limits.history_capacity : history_stride;
+  SampleParams* params = input_host<SampleParams>(step.fused ? in.decode_params : in.sample_params);
+  int32_t* history = input_host<int32_t>(in.history);
+  for (int b = 0; b < step.batch; ++b) {
+    const SamplerState& s = *samplers[b];
+    SampleParams& p = params[b];
+    p.temperature = s.params.temperature;
+    p.top_k = s.params.top_k;
+    p.top_p = s.params.top_p;
+    p.min_p = s.params.min_p;
+    p.repetition_penalty = s.params.repetition_penalty;
+    p.rng_state = s.rng.state();
+    p.history_len = 0;
+    if (s.params.repetition_penalty != 1.0f) {
+      const size_t window = s.params.penalty_window > 0 ? static_cast<size_t>(s.params.penalty_window)
+                                                        : s.history.size();
+      const size_t count = std::min(window, s.history.size());
+      std::copy(s.history.end() - static_cast<std::ptrdiff_t>(count), s.history.end(),
+                history + static_cast<size_t>(b) * window_stride);
+      p.history_len = static_cast<int32_t>(count);
+      if (step.fused) upload_range(in.history, static_cast<size_t>(b) * window_stride * sizeof(int32_t),
+                                   count * sizeof(int32_t));
+    }
+  }
+}
+
+void CudaEngineImpl::submit_sample(std::span<const SequenceChunk> chunks, std::span<SamplerState* const> samplers) {
+  check_submit(chunks, samplers, steps_in_flight());
+  const int history_stride = check_samplers(samplers);
+  SubmittedStep entry;
+  entry.serial = next_serial_++;
+  entry.samplers.assign(samplers.begin(), samplers.end());
+  // A step of single-token chunks on the fused path runs behind the step in flight; a pending
+  // token is then read on the device where the previous replay sampled it.
+  bool pipelined = options_.pipeline_decode && fused_ != nullptr && !chunks.empty();
+  for (const SequenceChunk& c : chunks) pipelined = pipelined && c.tokens.size() == 1;
+  std::vector<int32_t> resolved(chunks.size());
+  std::vector<SequenceChunk> run(chunks.begin(), chunks.end());
+  for (size_t i = 0; i < run.size(); ++i) {
+    if (run[i].tokens.size() != 1 || run[i].tokens[0] != kPendingToken) continue;
+    const auto it = latest_sample_.find(run[i].seq_id);
+    FUSELM_CHECK(it != latest_sample_.end() && it->second.length == kv_->length(run[i].seq_id),
+                 "submit_sample: sequence ", run[i].seq_id,
+                 " takes kPendingToken but its latest step was not a submitted one that sampled a token");
+    if (pipelined && it->second.serial == device_ids_serial_) {
+      resolved[i] = -1 - it->second.row;
+    } else {
+      for (SubmittedStep& s : submitted_)
+        if (s.serial == it->second.serial) finish(s);
+      resolved[i] = it->second.token;
+    }
+    run[i].tokens = std::span<const int32_t>(&resolved[i], 1);
+  }
+
+  if (!pipelined) {
+    forward_sample(run, samplers, entry.tokens);
+    entry.finished = true;
+    for (size_t i = 0; i < run.size(); ++i)
+      latest_sample_[run[i].seq_id] = {kv_->length(run[i].seq_id), entry.serial, static_cast<int>(i), entry.tokens[i]};
+    submitted_.push_back(std::move(entry));
+    return;
+  }
+  const Step step = prepare_step(run, /*last_rows_only=*/true, /*device_tokens=*/true);
+  write_sample_inputs(step, samplers, history_stride);
+  entry.slot = next_slot_;
+  next_slot_ = (next_slot_ + 1) % kMaxStepsInFlight;
+  run_fused_decode(step, /*rows_sampled=*/true,
+                   sampled_ring_.at<int32_t>(static_cast<size_t>(entry.slot) * plan_.limits.max_batch * sizeof(int32_t)));
+  ids_copied_[static_cast<size_t>(entry.slot)]->record(stream_);
+  commit(step);
+  device_ids_serial_ = entry.serial;
+  for (SamplerState* s : samplers)
+    if (!s->params.greedy()) s->rng.next_u64();  // the draw the device makes from this state
+  for (size_t i = 0; i < run.size(); ++i)
+    latest_sample_[run[i].seq_id] = {kv_->length(run[i].seq_id), entry.serial, static_cast<int>(i), -1};
+  submitted_.push_back(std::move(entry));
+}
+
+void CudaEngineImpl::finish(SubmittedStep& step) {
+  if (step.finished) return;
+  ids_copied_[static_cast<size_t>(step.slot)]->wait();
+  const int32_t* ids =
+      sampled_ring_.at<int32_t>(static_cast<size_t>(step.slot) * plan_.limits.max_batch * sizeof(int32_t));
+  step.tokens.assign(ids, ids + step.samplers.size());
+  step.finished = true;
+  for (size_t b = 0; b < step.tokens.size(); ++b) {
+    FUSELM_CHECK(step.tokens[b] >= 0 && step.tokens[b] < config_.vocab_size, "wait_sample: nothing could be drawn ",
+                 "for row ", b, " of the step (every logit NaN?)");
+    step.samplers[b]->history.push_back(step.tokens[b]);
+  }
+  for (auto& [seq_id, latest] : latest_sample_)
+    if (latest.serial == step.serial) latest.token = step.tokens[static_cast<size_t>(latest.row)];
+}
+
+void CudaEngineImpl::wait_sample(std::vector<int32_t>& tokens) {
+  FUSELM_CHECK(!submitted_.empty(), "wait_sample: no step was submitted and not yet waited for");
+  finish(submitted_.front());
+  tokens = std::move(submitted_.front().tokens);
+  submitted_.pop_front();
 }
 
 }  // namespace

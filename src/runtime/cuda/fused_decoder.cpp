@@ -174,7 +174,7 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
 void FusedDecoder::capture(KvCache& kv, const FusedDecodeStepInputs& inputs, cudaStream_t stream, bool trace) {
   FUSELM_CHECK(graphs_.empty(), "fused decode: the graphs are already captured");
   FUSELM_CHECK(inputs.tokens && inputs.positions && inputs.kv_lens && inputs.block_tables && inputs.params &&
-                   inputs.history && inputs.sampled && inputs.sampled_host && inputs.max_blocks_per_seq > 0 &&
+                   inputs.history && inputs.sampled && inputs.max_blocks_per_seq > 0 &&
                    inputs.history_stride >= 0,
                "fused decode: incomplete step inputs");
   inputs_ = inputs;
@@ -208,6 +208,7 @@ Status FusedDecoder::record_step(int bucket, cudaStream_t stream) const {
   for (int first = 0; first < bucket; first += kSkinnyGemmMaxTokens) {
     FusedDecodeInputs in;
     in.tokens = inputs_.tokens + first;
+    in.sampled = inputs_.sampled;  // rows of the whole bucket: the previous replay's ids
     in.positions = inputs_.positions + first;
     in.kv_lens = inputs_.kv_lens + first;
     in.block_tables = inputs_.block_tables + first * stride;
@@ -218,14 +219,11 @@ Status FusedDecoder::record_step(int bucket, cudaStream_t stream) const {
     const Status s = fused_decode_step(model_, buf, in, attention_plan_, stream);
     if (!s.ok()) return s;
   }
-  // Sampling inside the graph: the host launches one replay and reads the ids back once the stream
-  // is done, instead of launching a sampling kernel and a copy after every replay.
-  const Status s = sample_tokens(logits_, bucket, model_.vocab, inputs_.params, inputs_.history, inputs_.history_stride,
-                                 inputs_.sampled, stream);
-  if (!s.ok()) return s;
-  FUSELM_CUDA_RETURN(cudaMemcpyAsync(inputs_.sampled_host, inputs_.sampled, static_cast<size_t>(bucket) * sizeof(int32_t),
-                                     cudaMemcpyDeviceToHost, stream));
-  return Status();
+  // Sampling inside the graph: the host launches one replay, not a replay and a sampling kernel.
+  // The copy of the ids to the host stays outside, so that each replay can send them elsewhere
+  // (the engine keeps two steps in flight).
+  return sample_tokens(logits_, bucket, model_.vocab, inputs_.params, inputs_.history, inputs_.history_stride,
+                       inputs_.sampled, stream);
 }
 
 std::vector<KernelTrace> FusedDecoder::trace(cudaStream_t stream) const {

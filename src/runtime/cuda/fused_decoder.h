@@ -32,12 +32,12 @@ struct FusedDecodeStepInputs {
   const int32_t* block_tables = nullptr;  // [max_batch][max_blocks_per_seq]
   int max_blocks_per_seq = 0;
   // Sampling, the graph's last kernel: each row's parameters and penalty window (device), and
-  // where the sampled ids go on the device and, copied by the graph, in pinned host memory.
+  // where the sampled ids go (device). A token < 0 in `tokens` is the id the previous replay
+  // sampled for row -1 - token, read from `sampled` by the step's first kernel.
   const SampleParams* params = nullptr;
   const int32_t* history = nullptr;  // [max_batch][history_stride]
   int history_stride = 0;
   int32_t* sampled = nullptr;
-  int32_t* sampled_host = nullptr;
 };
 
 // Why the fused decode kernels cannot run this model in `dtype`, or "" when they can.
@@ -83,8 +83,7 @@ class FusedDecoder {
   int scratch_block() const { return scratch_block_; }
 
   // Replays the bucket's graph: logits() rows 0..bucket-1 hold fp32 logits afterwards (unchanged by
-  // a greedy row's sampling), and the sampled ids of rows 0..bucket-1 are on their way to
-  // inputs.sampled_host (there once the stream has reached this point).
+  // a greedy row's sampling), and inputs.sampled rows 0..bucket-1 the sampled ids.
   void run(int bucket, cudaStream_t stream) const;
   float* logits() const { return logits_; }
   // The last replay's timeline, fused_decode_trace_slot() order; empty unless captured with trace.
@@ -97,7 +96,7 @@ class FusedDecoder {
 
  private:
   // Launches the fused step for rows [0, bucket) in groups of kSkinnyGemmMaxTokens, then the
-  // sampling of every row and the copy of the ids to the host.
+  // sampling of every row.
   Status record_step(int bucket, cudaStream_t stream) const;
 
   FusedDecodeModel model_;
