@@ -259,6 +259,38 @@ TEST(DecodeTimeline, DISABLED_LabStepGap) {
     };
     std::printf("[bench] %-13s forward_sample %8.1f us, kernels %8.1f us, device gap %6.1f us (readback %5.1f) median of %zu\n",
                 shape, median(wall), median(kernels), median(gaps), median(readback), wall.size());
+
+    // Without the timeline: a token's host time one step at a time and pipelined, and the graph
+    // replayed back to back with and without the copies of the inputs and ids.
+    auto plain = make_cuda_engine(*model, lab_options(1));
+    const int pseq = plain->add_sequence();
+    SamplerState psampler(greedy);
+    SamplerState* psamplers[1] = {&psampler};
+    SequenceChunk pchunk{pseq, prompt, false};
+    plain->forward_sample(std::span<const SequenceChunk>(&pchunk, 1), psamplers, out);
+    token = out[0];
+    const int kSteps = 64;
+    auto t0 = Clock::now();
+    for (int s = 0; s < kSteps; ++s) {
+      SequenceChunk step{pseq, std::span<const int32_t>(&token, 1), false};
+      plain->forward_sample(std::span<const SequenceChunk>(&step, 1), psamplers, out);
+      token = out[0];
+    }
+    const double sync_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / kSteps;
+    static const int32_t pending = kPendingToken;
+    SequenceChunk first{pseq, std::span<const int32_t>(&token, 1), false};
+    SequenceChunk next{pseq, std::span<const int32_t>(&pending, 1), false};
+    t0 = Clock::now();
+    plain->submit_sample(std::span<const SequenceChunk>(&first, 1), psamplers);
+    for (int s = 0; s < kSteps; ++s) {
+      if (s + 1 < kSteps) plain->submit_sample(std::span<const SequenceChunk>(&next, 1), psamplers);
+      plain->wait_sample(out);
+    }
+    const double pipe_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / kSteps;
+    const double bare_us = plain->lab_replay_decode_us(kSteps, false);
+    const double copies_us = plain->lab_replay_decode_us(kSteps, true);
+    std::printf("[bench] %-13s token one at a time %8.1f us, pipelined %8.1f us; graph replays back to back %8.1f us, "
+                "with the copies %8.1f us\n", shape, sync_us, pipe_us, bare_us, copies_us);
   }
 }
 

@@ -407,15 +407,16 @@ TEST(FusedEngine, PipelinedDecodeSamplesWhatOneStepAtATimeDoes) {
         streams[run].assign(static_cast<size_t>(n), {});
         for (int i = 0; i < n; ++i) streams[run][static_cast<size_t>(i)].push_back(tokens[static_cast<size_t>(i)]);
         static const int32_t pending = kPendingToken;
-        int live = n;
-        auto step_chunks = [&](bool from_device) {
+        auto live_at = [&](int s) { return s >= 7 ? n - 1 : n; };  // step 7 on runs without the last sequence
+        auto step_chunks = [&](int s, bool from_device) {
           std::vector<SequenceChunk> c;
-          for (int i = 0; i < live; ++i)
+          for (int i = 0; i < live_at(s); ++i)
             c.push_back({seqs[static_cast<size_t>(i)],
                          std::span<const int32_t>(from_device ? &pending : &tokens[static_cast<size_t>(i)], 1), false});
           return c;
         };
-        if (pipelined) engine->submit_sample(step_chunks(false), std::span(samplers.data(), static_cast<size_t>(live)));
+        auto step_samplers = [&](int s) { return std::span(samplers.data(), static_cast<size_t>(live_at(s))); };
+        if (pipelined) engine->submit_sample(step_chunks(0, false), step_samplers(0));
         for (int s = 0; s < steps; ++s) {
           if (s == 4) {  // another sequence's prompt between two steps
             const int other = engine->add_sequence();
@@ -425,21 +426,13 @@ TEST(FusedEngine, PipelinedDecodeSamplesWhatOneStepAtATimeDoes) {
             engine->remove_sequence(other);
           }
           if (pipelined) {
-            if (s + 1 < steps) {
-              const int next_live = s + 1 == 7 ? live - 1 : live;  // step 7 runs without the last sequence
-              auto c = step_chunks(true);
-              c.resize(static_cast<size_t>(next_live));
-              engine->submit_sample(c, std::span(samplers.data(), static_cast<size_t>(next_live)));
-            }
+            if (s + 1 < steps) engine->submit_sample(step_chunks(s + 1, true), step_samplers(s + 1));
             engine->wait_sample(tokens);
           } else {
-            if (s == 7) --live;
-            auto c = step_chunks(false);
-            engine->forward_sample(c, std::span(samplers.data(), static_cast<size_t>(live)), tokens);
+            engine->forward_sample(step_chunks(s, false), step_samplers(s), tokens);
           }
-          if (pipelined && s == 6) --live;
-          ASSERT_EQ(tokens.size(), static_cast<size_t>(live)) << "step " << s;
-          for (int i = 0; i < live; ++i) streams[run][static_cast<size_t>(i)].push_back(tokens[static_cast<size_t>(i)]);
+          ASSERT_EQ(tokens.size(), static_cast<size_t>(live_at(s))) << "step " << s;
+          for (int i = 0; i < live_at(s); ++i) streams[run][static_cast<size_t>(i)].push_back(tokens[static_cast<size_t>(i)]);
         }
         EXPECT_EQ(engine->steps_in_flight(), 0);
         EXPECT_EQ(engine->sequence_length(seqs[0]), static_cast<int>(prompts[0].size()) + steps);

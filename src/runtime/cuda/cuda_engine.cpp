@@ -72,6 +72,7 @@ class CudaEngineImpl final : public CudaEngine {
   std::vector<KernelTrace> decode_trace() const override {
     return fused_ ? fused_->trace(stream_) : std::vector<KernelTrace>{};
   }
+  double lab_replay_decode_us(int reps, bool with_copies) override;
   KvCapacity kv_capacity() const override {
     const KvCacheStats s = kv_->stats();
     return {static_cast<int64_t>(s.total_blocks) * s.block_size, s.block_size, max_sequence_length_};
@@ -147,6 +148,7 @@ class CudaEngineImpl final : public CudaEngine {
   uint64_t next_serial_ = 1;
   uint64_t device_ids_serial_ = 0;  // the submitted step whose ids the device's sampled buffer holds; 0: none
   int next_slot_ = 0;
+  int last_fused_batch_ = 0;  // the last fused step's rows (lab_replay_decode_us)
   PinnedBuffer sampled_ring_;  // int32 [kMaxStepsInFlight][max_batch]
   std::vector<std::unique_ptr<CudaEvent>> ids_copied_;  // one per ring slot
   // The staging area is rewritten only once its last copy to the device (a fused step's, which
@@ -364,6 +366,7 @@ void CudaEngineImpl::upload_range(const ArenaSlice& s, size_t offset, size_t byt
 
 void CudaEngineImpl::run_fused_decode(const Step& step, bool rows_sampled, int32_t* ids_host) {
   const int bucket = fused_->bucket_for(step.batch);
+  last_fused_batch_ = step.batch;
   const StepInputPlan& in = plan_.inputs;
   const int stride = plan_.limits.max_blocks_per_seq;
   SampleParams* params = input_host<SampleParams>(in.decode_params);
@@ -391,6 +394,36 @@ void CudaEngineImpl::run_fused_decode(const Step& step, bool rows_sampled, int32
     FUSELM_CUDA_THROW(cudaMemcpyAsync(ids_host, input_device<int32_t>(in.sampled),
                                       static_cast<size_t>(step.batch) * sizeof(int32_t), cudaMemcpyDeviceToHost,
                                       stream_));
+}
+
+double CudaEngineImpl::lab_replay_decode_us(int reps, bool with_copies) {
+  FUSELM_CHECK(fused_ && last_fused_batch_ > 0, "lab_replay_decode_us: no fused decode step has run");
+  FUSELM_CHECK(reps > 0, "lab_replay_decode_us: reps must be positive");
+  for (SubmittedStep& s : submitted_) finish(s);
+  FUSELM_CUDA_THROW(cudaStreamSynchronize(stream_));
+  const int bucket = fused_->bucket_for(last_fused_batch_);
+  const StepInputPlan& in = plan_.inputs;
+  const size_t end = in.decode_block_tables.offset +
+                     static_cast<size_t>(bucket) * plan_.limits.max_blocks_per_seq * sizeof(int32_t);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  FUSELM_CUDA_THROW(cudaEventCreate(&start));
+  FUSELM_CUDA_THROW(cudaEventCreate(&stop));
+  FUSELM_CUDA_THROW(cudaEventRecord(start, stream_));
+  for (int r = 0; r < reps; ++r) {
+    if (with_copies) upload(in.decode_params, end - in.decode_params.offset);
+    fused_->run(bucket, stream_);
+    if (with_copies)
+      FUSELM_CUDA_THROW(cudaMemcpyAsync(sampled_ring_.data(), input_device<int32_t>(in.sampled),
+                                        static_cast<size_t>(last_fused_batch_) * sizeof(int32_t),
+                                        cudaMemcpyDeviceToHost, stream_));
+  }
+  FUSELM_CUDA_THROW(cudaEventRecord(stop, stream_));
+  FUSELM_CUDA_THROW(cudaEventSynchronize(stop));
+  float ms = 0;
+  FUSELM_CUDA_THROW(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return 1000.0 * ms / reps;
 }
 
 void CudaEngineImpl::upload(const ArenaSlice& s, size_t bytes) {
