@@ -3,7 +3,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/pdl.cuh"
@@ -54,6 +56,17 @@ __global__ void fused_embed_kernel(const void* table, DType dtype, int hidden, c
   }
 }
 
+// The step's inputs from pinned host memory to the device: 16 bytes a thread where both ends allow.
+__global__ void copy_step_inputs_kernel(const void* __restrict__ src, void* __restrict__ dst, size_t bytes) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool vectors = (reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) % 16 == 0;
+  const size_t body = vectors ? bytes / 16 : 0;
+  for (size_t i = first; i < body; i += stride) static_cast<uint4*>(dst)[i] = static_cast<const uint4*>(src)[i];
+  for (size_t i = body * 16 + first; i < bytes; i += stride)
+    static_cast<uint8_t*>(dst)[i] = static_cast<const uint8_t*>(src)[i];
+}
+
 // One thread per (stored tile, lane): gathers the lane's 8 fragment values and stores them as 16
 // bytes. Stored tile i holds row tile nt, k-tile kt of mma_tile_index (tile groups of `group`).
 __global__ void pack_kernel(const uint16_t* src, int64_t src_rows, int64_t cols, const int64_t* row_map,
@@ -96,6 +109,17 @@ Status fused_embed(const void* table, DType dtype, int hidden, const int32_t* to
   if (m < 1 || m > kSkinnyGemmMaxTokens) return Status::error(str_cat("fused_embed: m=", m, " (supported: 1..16)"));
   FUSELM_CUDA_RETURN(launch_kernel(fused_embed_kernel, dim3(m), dim3(256), 0, stream, pdl, table, dtype, hidden, tokens,
                                    sampled, norm_weight, residual, xg, partials, trace));
+  return Status();
+}
+
+Status copy_step_inputs(const void* host_src, void* dst, size_t bytes, cudaStream_t stream) {
+  if (bytes == 0) return Status();
+  if (host_src == nullptr || dst == nullptr) return Status::error("copy_step_inputs: null source or destination");
+  constexpr int kThreads = 256;
+  const size_t per_cta = kThreads * 16;
+  const unsigned ctas = static_cast<unsigned>(std::min<size_t>((bytes + per_cta - 1) / per_cta, 132));
+  copy_step_inputs_kernel<<<ctas, kThreads, 0, stream>>>(host_src, dst, bytes);
+  FUSELM_CUDA_RETURN_LAUNCH();
   return Status();
 }
 
@@ -150,9 +174,11 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
   DecodeAttentionPlan attention = attention_plan;
   attention.pdl = model.pdl;
 
+  // Not launched early: the kernels it lets start early read the step's inputs before they wait,
+  // so the copy of those inputs (the graph's first kernel) must be over when it starts.
   Status s = fused_embed(model.embedding, model.dtype, model.hidden, in.tokens, in.sampled, m,
                          model.layers.empty() ? model.final_norm : model.layers[0].attn_norm, buf.residual, buf.xg,
-                         buf.partials, stream, model.pdl, slot(0));
+                         buf.partials, stream, /*pdl=*/false, slot(0));
   if (!s.ok()) return s;
   const SkinnyInput xg_in{buf.xg, model.hidden, m};
   for (size_t l = 0; l < model.layers.size(); ++l) {

@@ -106,6 +106,10 @@ Status fused_embed(const void* table, DType dtype, int hidden, const int32_t* to
                    const float* norm_weight, float* residual, void* xg, float* partials, cudaStream_t stream,
                    bool pdl = false, KernelTrace* trace = nullptr);
 
+// Copies a step's inputs from pinned host memory to the device in a kernel: in a graph, cheaper
+// than a copy node between two kernels (a few microseconds against ~9 on the H200).
+Status copy_step_inputs(const void* host_src, void* dst, size_t bytes, cudaStream_t stream);
+
 // Repacks a row-major device matrix [src_rows][cols] into the fragment layout (mma_packing.h) in
 // tile groups of `group`, rows picked by row_map (device, packed_rows entries, -1 = zero row) or the
 // identity when null. dst holds mma_packed_elems(packed_rows, cols, group) elements.

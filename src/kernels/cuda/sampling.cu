@@ -55,10 +55,16 @@ __device__ float block_exclusive_scan(float v, float* scratch) {
   return warp > 0 ? scratch[warp - 1] + exclusive : exclusive;
 }
 
+__device__ __forceinline__ void put_token(int32_t* tokens, int32_t* host_tokens, int row, int32_t id) {
+  tokens[row] = id;
+  if (host_tokens != nullptr) host_tokens[row] = id;
+}
+
 __global__ void __launch_bounds__(kThreads) sample_kernel(float* __restrict__ logits, int vocab,
                                                           const SampleParams* __restrict__ all_params,
                                                           const int32_t* __restrict__ history, int history_stride,
-                                                          int32_t* __restrict__ tokens) {
+                                                          int32_t* __restrict__ tokens,
+                                                          int32_t* __restrict__ host_tokens) {
   __shared__ float f_scratch[32];
   __shared__ int i_scratch[32];
   const int row = blockIdx.x;
@@ -92,7 +98,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(float* __restrict__ lo
     for (int i = threadIdx.x; i < vocab && best_id == vocab; i += blockDim.x)
       if (l[i] == best) best_id = i;
     best_id = block_reduce(best_id, [](int a, int b) { return a < b ? a : b; }, vocab, i_scratch);
-    if (threadIdx.x == 0) tokens[row] = best_id < vocab ? best_id : -1;
+    if (threadIdx.x == 0) put_token(tokens, host_tokens, row, best_id < vocab ? best_id : -1);
     return;
   }
 
@@ -106,7 +112,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(float* __restrict__ lo
   }
   s_max = block_reduce(s_max, MaxOp{}, -INFINITY, f_scratch);
   if (s_max == -INFINITY) {
-    if (threadIdx.x == 0) tokens[row] = -1;
+    if (threadIdx.x == 0) put_token(tokens, host_tokens, row, -1);
     return;
   }
 
@@ -158,7 +164,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(float* __restrict__ lo
   const int owner = block_reduce(local > 0.0f && before <= target ? static_cast<int>(threadIdx.x) : -1,
                                  MaxOp{}, -1, i_scratch);
   if (owner < 0) {  // nothing kept (min_p > 1)
-    if (threadIdx.x == 0) tokens[row] = -1;
+    if (threadIdx.x == 0) put_token(tokens, host_tokens, row, -1);
     return;
   }
   if (static_cast<int>(threadIdx.x) == owner) {
@@ -172,14 +178,14 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(float* __restrict__ lo
       chosen = i;  // rounding can leave `rest` at or above the run's sum: the last kept id then
       if (rest < acc) break;
     }
-    tokens[row] = chosen;
+    put_token(tokens, host_tokens, row, chosen);
   }
 }
 
 }  // namespace
 
 Status sample_tokens(float* logits, int rows, int vocab, const SampleParams* params, const int32_t* history,
-                     int history_stride, int32_t* tokens, cudaStream_t stream) {
+                     int history_stride, int32_t* tokens, cudaStream_t stream, int32_t* host_tokens) {
   if (rows == 0) return Status();
   if (rows < 0 || vocab <= 0)
     return Status::error(str_cat("sample_tokens: bad shape rows=", rows, " vocab=", vocab));
@@ -187,7 +193,7 @@ Status sample_tokens(float* logits, int rows, int vocab, const SampleParams* par
   if (history_stride < 0 || (history_stride > 0 && !history))
     return Status::error("sample_tokens: history must be set when history_stride > 0");
   sample_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, vocab, params, history, history_stride,
-                                                                      tokens);
+                                                                      tokens, host_tokens);
   FUSELM_CUDA_RETURN_LAUNCH();
   return Status();
 }

@@ -27,9 +27,10 @@ struct SampleParams {
 // whose mass reaches top_p of what top-k kept), min-p (probability >= min_p times the largest), then
 // u in [0, 1) from the RNG picks the first token, in id order, whose cumulative kept mass exceeds u
 // times the total. params: device, rows entries; history: device, [rows][history_stride] ids;
-// tokens: device, rows entries (-1 where nothing can be drawn, e.g. every logit NaN). Deterministic:
-// fixed-order reductions.
+// tokens: device, rows entries (-1 where nothing can be drawn, e.g. every logit NaN); host_tokens,
+// when set: the same ids written straight to pinned host memory as well (no copy after the kernel).
+// Deterministic: fixed-order reductions.
 Status sample_tokens(float* logits, int rows, int vocab, const SampleParams* params, const int32_t* history,
-                     int history_stride, int32_t* tokens, cudaStream_t stream);
+                     int history_stride, int32_t* tokens, cudaStream_t stream, int32_t* host_tokens = nullptr);
 
 }  // namespace fuselm

@@ -72,7 +72,7 @@ class CudaEngineImpl final : public CudaEngine {
   std::vector<KernelTrace> decode_trace() const override {
     return fused_ ? fused_->trace(stream_) : std::vector<KernelTrace>{};
   }
-  double lab_replay_decode_us(int reps, bool with_copies) override;
+  double lab_replay_decode_us(int reps) override;
   KvCapacity kv_capacity() const override {
     const KvCacheStats s = kv_->stats();
     return {static_cast<int64_t>(s.total_blocks) * s.block_size, s.block_size, max_sequence_length_};
@@ -103,11 +103,23 @@ class CudaEngineImpl final : public CudaEngine {
   // Final norm and LM head for `n` rows (token indices at logit_rows + first) into the logits slab.
   void compute_logits(int first, int n, int step_tokens);
   void commit(const Step& step);
-  // Fused path: pads the step's rows up to its bucket, sends the decode inputs in one copy and
-  // replays the bucket's graph; the logits of row b are then at fused_->logits() + b * vocab and
-  // its sampled id, once the stream is done, at ids_host[b] (when not null). `rows_sampled`: the
-  // caller wrote rows 0..batch-1 of decode_params; otherwise they sample greedily (unused).
-  void run_fused_decode(const Step& step, bool rows_sampled, int32_t* ids_host);
+  // Fused path: pads the step's rows (staged in replay slot replay_slot_) up to its bucket and
+  // replays the bucket's graph of that slot, which it returns; the logits of row b are then at
+  // fused_->logits() + b * vocab and its sampled id, once replay_done_[slot] is reached, at
+  // ids_host(slot)[b]. `rows_sampled`: the caller wrote rows 0..batch-1 of the slot's params;
+  // otherwise they sample greedily (unused).
+  int run_fused_decode(const Step& step, bool rows_sampled);
+  // A fused step's inputs, staged on the host in a replay slot (the device inputs' layout from
+  // decode_params on), and its sampled ids.
+  template <class T>
+  T* staged(const ArenaSlice& s, int slot) const {
+    return decode_staging_.at<T>(static_cast<size_t>(slot) * staging_bytes_ + (s.offset - plan_.inputs.decode_params.offset));
+  }
+  int32_t* ids_host(int slot) const {
+    return sampled_host_.at<int32_t>(static_cast<size_t>(slot) * plan_.limits.max_batch * sizeof(int32_t));
+  }
+  // Frees replay_slot_ for the next fused step: a submitted step still holding it finishes first.
+  void claim_replay_slot();
   void upload_range(const ArenaSlice& s, size_t offset, size_t bytes);
 
   template <class T>
@@ -125,11 +137,11 @@ class CudaEngineImpl final : public CudaEngine {
   void upload(const ArenaSlice& s, size_t bytes);
 
   // Pipelined sampling (submit_sample): the steps submitted and not yet waited for, oldest first.
-  // A fused decode step runs behind the one before it and sends its ids to a ring slot of pinned
-  // memory; any other step runs at its submit.
+  // A fused decode step runs behind the one before it, in the other replay slot; any other step
+  // runs at its submit.
   struct SubmittedStep {
     uint64_t serial = 0;
-    int slot = -1;  // the ring slot of its ids while in flight
+    int slot = -1;  // the replay slot that holds its ids while in flight
     std::vector<SamplerState*> samplers;
     std::vector<int32_t> tokens;  // once finished
     bool finished = false;
@@ -147,12 +159,16 @@ class CudaEngineImpl final : public CudaEngine {
   std::unordered_map<int, LatestSample> latest_sample_;
   uint64_t next_serial_ = 1;
   uint64_t device_ids_serial_ = 0;  // the submitted step whose ids the device's sampled buffer holds; 0: none
-  int next_slot_ = 0;
+  // Two replay slots (FusedDecodeStepInputs): the host stages one step while the other runs.
+  static_assert(kMaxStepsInFlight == 2, "one replay slot per step in flight");
+  int replay_slot_ = 0;       // the slot the next fused step takes
   int last_fused_batch_ = 0;  // the last fused step's rows (lab_replay_decode_us)
-  PinnedBuffer sampled_ring_;  // int32 [kMaxStepsInFlight][max_batch]
-  std::vector<std::unique_ptr<CudaEvent>> ids_copied_;  // one per ring slot
-  // The staging area is rewritten only once its last copy to the device (a fused step's, which
-  // nothing waits for) has left it.
+  size_t staging_bytes_ = 0;  // one slot's staged inputs
+  PinnedBuffer decode_staging_;  // [2][staging_bytes_]
+  PinnedBuffer sampled_host_;    // int32 [2][max_batch]
+  std::vector<std::unique_ptr<CudaEvent>> replay_done_;  // per slot: its last replay has ended
+  // The staging area's penalty windows are rewritten only once their last copy to the device (a
+  // fused step's, which nothing waits for) has left.
   std::unique_ptr<CudaEvent> inputs_sent_;
   bool inputs_sending_ = false;
 
@@ -262,9 +278,12 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
   arena_ = DeviceBuffer::allocate(plan_.activations.total, "activations and workspaces");
   inputs_device_ = DeviceBuffer::allocate(plan_.inputs.total, "per-step inputs");
   inputs_host_ = PinnedBuffer::allocate(plan_.inputs.total, "per-step input staging");
-  sampled_ring_ = PinnedBuffer::allocate(static_cast<size_t>(kMaxStepsInFlight) * limits.max_batch * sizeof(int32_t),
-                                         "sampled ids of the steps in flight");
-  for (int i = 0; i < kMaxStepsInFlight; ++i) ids_copied_.push_back(std::make_unique<CudaEvent>());
+  staging_bytes_ = plan_.inputs.decode_block_tables.offset + plan_.inputs.decode_block_tables.bytes -
+                   plan_.inputs.decode_params.offset;
+  decode_staging_ = PinnedBuffer::allocate(2 * staging_bytes_, "decode step input staging");
+  sampled_host_ = PinnedBuffer::allocate(2 * static_cast<size_t>(limits.max_batch) * sizeof(int32_t),
+                                         "sampled ids of the decode steps in flight");
+  for (int i = 0; i < 2; ++i) replay_done_.push_back(std::make_unique<CudaEvent>());
   inputs_sent_ = std::make_unique<CudaEvent>();
 
   FUSELM_THROW_IF_FAILED(gemm_.init(act<void>(plan_.activations.gemm_workspace), GemmPlan::kWorkspaceBytes));
@@ -328,6 +347,10 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
     inputs.history = input_device<int32_t>(in.history);
     inputs.history_stride = limits.history_capacity;
     inputs.sampled = input_device<int32_t>(in.sampled);
+    for (int slot = 0; slot < 2; ++slot) {
+      inputs.staged_inputs[slot] = staged<void>(in.decode_params, slot);
+      inputs.sampled_host[slot] = ids_host(slot);
+    }
     fused_->capture(*kv_, inputs, stream_, tuning.trace_decode);
   }
   const int64_t pool_tokens = blocks * limits.block_size;
@@ -364,18 +387,19 @@ void CudaEngineImpl::upload_range(const ArenaSlice& s, size_t offset, size_t byt
                                     cudaMemcpyHostToDevice, stream_));
 }
 
-void CudaEngineImpl::run_fused_decode(const Step& step, bool rows_sampled, int32_t* ids_host) {
+int CudaEngineImpl::run_fused_decode(const Step& step, bool rows_sampled) {
   const int bucket = fused_->bucket_for(step.batch);
+  const int slot = replay_slot_;
   last_fused_batch_ = step.batch;
   const StepInputPlan& in = plan_.inputs;
   const int stride = plan_.limits.max_blocks_per_seq;
-  SampleParams* params = input_host<SampleParams>(in.decode_params);
+  SampleParams* params = staged<SampleParams>(in.decode_params, slot);
   for (int r = rows_sampled ? step.batch : 0; r < bucket; ++r) params[r] = SampleParams{};  // greedy
   // Padding rows: token 0 at position 0 of a sequence whose only block is the scratch block.
-  int32_t* tokens = input_host<int32_t>(in.decode_tokens);
-  int32_t* positions = input_host<int32_t>(in.decode_positions);
-  int32_t* kv_lens = input_host<int32_t>(in.decode_kv_lens);
-  int32_t* block_tables = input_host<int32_t>(in.decode_block_tables);
+  int32_t* tokens = staged<int32_t>(in.decode_tokens, slot);
+  int32_t* positions = staged<int32_t>(in.decode_positions, slot);
+  int32_t* kv_lens = staged<int32_t>(in.decode_kv_lens, slot);
+  int32_t* block_tables = staged<int32_t>(in.decode_block_tables, slot);
   for (int r = step.batch; r < bucket; ++r) {
     tokens[r] = 0;
     positions[r] = 0;
@@ -383,39 +407,36 @@ void CudaEngineImpl::run_fused_decode(const Step& step, bool rows_sampled, int32
     std::fill(block_tables + static_cast<size_t>(r) * stride, block_tables + static_cast<size_t>(r + 1) * stride,
               fused_->scratch_block());
   }
-  // One copy from the first parameter row to the bucket's last block-table row (the slices are
-  // laid out in that order); each separate copy used to cost the replay a few microseconds.
-  const size_t end = in.decode_block_tables.offset + static_cast<size_t>(bucket) * stride * sizeof(int32_t);
-  upload(in.decode_params, end - in.decode_params.offset);
-  inputs_sent_->record(stream_);
-  inputs_sending_ = true;
-  fused_->run(bucket, stream_);
-  if (ids_host != nullptr)
-    FUSELM_CUDA_THROW(cudaMemcpyAsync(ids_host, input_device<int32_t>(in.sampled),
-                                      static_cast<size_t>(step.batch) * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                                      stream_));
+  // The graph copies the slot's inputs itself (a kernel, cheaper than a copy before the replay)
+  // and its sampling writes the ids to ids_host(slot).
+  fused_->run(bucket, slot, stream_);
+  replay_done_[static_cast<size_t>(slot)]->record(stream_);
+  replay_slot_ ^= 1;
+  return slot;
 }
 
-double CudaEngineImpl::lab_replay_decode_us(int reps, bool with_copies) {
+void CudaEngineImpl::claim_replay_slot() {
+  for (SubmittedStep& s : submitted_)
+    if (!s.finished && s.slot == replay_slot_) finish(s);
+}
+
+double CudaEngineImpl::lab_replay_decode_us(int reps) {
   FUSELM_CHECK(fused_ && last_fused_batch_ > 0, "lab_replay_decode_us: no fused decode step has run");
   FUSELM_CHECK(reps > 0, "lab_replay_decode_us: reps must be positive");
   for (SubmittedStep& s : submitted_) finish(s);
   FUSELM_CUDA_THROW(cudaStreamSynchronize(stream_));
+  // Both slots hold the last step's inputs.
+  const int last = replay_slot_ ^ 1;
+  std::copy_n(staged<std::byte>(plan_.inputs.decode_params, last), staging_bytes_,
+              staged<std::byte>(plan_.inputs.decode_params, replay_slot_));
   const int bucket = fused_->bucket_for(last_fused_batch_);
-  const StepInputPlan& in = plan_.inputs;
-  const size_t end = in.decode_block_tables.offset +
-                     static_cast<size_t>(bucket) * plan_.limits.max_blocks_per_seq * sizeof(int32_t);
   cudaEvent_t start = nullptr, stop = nullptr;
   FUSELM_CUDA_THROW(cudaEventCreate(&start));
   FUSELM_CUDA_THROW(cudaEventCreate(&stop));
   FUSELM_CUDA_THROW(cudaEventRecord(start, stream_));
   for (int r = 0; r < reps; ++r) {
-    if (with_copies) upload(in.decode_params, end - in.decode_params.offset);
-    fused_->run(bucket, stream_);
-    if (with_copies)
-      FUSELM_CUDA_THROW(cudaMemcpyAsync(sampled_ring_.data(), input_device<int32_t>(in.sampled),
-                                        static_cast<size_t>(last_fused_batch_) * sizeof(int32_t),
-                                        cudaMemcpyDeviceToHost, stream_));
+    fused_->run(bucket, replay_slot_, stream_);
+    replay_slot_ ^= 1;
   }
   FUSELM_CUDA_THROW(cudaEventRecord(stop, stream_));
   FUSELM_CUDA_THROW(cudaEventSynchronize(stop));
@@ -468,16 +489,19 @@ CudaEngineImpl::Step CudaEngineImpl::prepare_step(std::span<const SequenceChunk>
   step.decode_only = step.max_q_len == 1;
   step.fused = fused_ && step.decode_only;
   kv_->reserve(step.new_lengths);  // the last check: throws, changing nothing, when blocks run out
+  if (step.fused) claim_replay_slot();
 
   const StepInputPlan& in = plan_.inputs;
   // A fused step writes the decode graphs' own inputs, which run_fused_decode sends in one copy.
-  int32_t* tokens = input_host<int32_t>(step.fused ? in.decode_tokens : in.tokens);
-  int32_t* positions = input_host<int32_t>(step.fused ? in.decode_positions : in.positions);
+  const int slot = replay_slot_;
+  int32_t* tokens = step.fused ? staged<int32_t>(in.decode_tokens, slot) : input_host<int32_t>(in.tokens);
+  int32_t* positions = step.fused ? staged<int32_t>(in.decode_positions, slot) : input_host<int32_t>(in.positions);
   int32_t* token_batch = input_host<int32_t>(in.token_batch);
   int32_t* logit_rows = input_host<int32_t>(in.logit_rows);
   int32_t* q_starts = input_host<int32_t>(in.q_starts);
-  int32_t* kv_lens = input_host<int32_t>(step.fused ? in.decode_kv_lens : in.kv_lens);
-  int32_t* block_tables = input_host<int32_t>(step.fused ? in.decode_block_tables : in.block_tables);
+  int32_t* kv_lens = step.fused ? staged<int32_t>(in.decode_kv_lens, slot) : input_host<int32_t>(in.kv_lens);
+  int32_t* block_tables =
+      step.fused ? staged<int32_t>(in.decode_block_tables, slot) : input_host<int32_t>(in.block_tables);
   int t = 0;
   for (int b = 0; b < step.batch; ++b) {
     const SequenceChunk& c = chunks[b];
@@ -651,7 +675,7 @@ void CudaEngineImpl::forward(std::span<const SequenceChunk> chunks, std::vector<
   device_ids_serial_ = 0;  // a replay overwrites the device's sampled ids
   const Step step = prepare_step(chunks, /*last_rows_only=*/false);
   if (step.fused) {
-    run_fused_decode(step, /*rows_sampled=*/false, nullptr);
+    run_fused_decode(step, /*rows_sampled=*/false);
     logits.resize(static_cast<size_t>(step.batch) * vocab);
     FUSELM_CUDA_THROW(cudaMemcpyAsync(logits.data(), fused_->logits(), logits.size() * sizeof(float),
                                       cudaMemcpyDeviceToHost, stream_));
@@ -710,8 +734,9 @@ void CudaEngineImpl::forward_sample(std::span<const SequenceChunk> chunks, std::
   const Step step = prepare_step(chunks, /*last_rows_only=*/true);
   const StepInputPlan& in = plan_.inputs;
   write_sample_inputs(step, samplers, history_stride);
+  const int32_t* sampled = input_host<int32_t>(in.sampled);
   if (step.fused) {
-    run_fused_decode(step, /*rows_sampled=*/true, input_host<int32_t>(in.sampled));
+    sampled = ids_host(run_fused_decode(step, /*rows_sampled=*/true));
   } else {
     upload(in.sample_params, static_cast<size_t>(step.batch) * sizeof(SampleParams));
     upload(in.history, static_cast<size_t>(step.batch) * history_stride * sizeof(int32_t));
@@ -728,7 +753,6 @@ void CudaEngineImpl::forward_sample(std::span<const SequenceChunk> chunks, std::
   FUSELM_CUDA_THROW(cudaStreamSynchronize(stream_));
   commit(step);
 
-  const int32_t* sampled = input_host<int32_t>(in.sampled);
   tokens.resize(chunks.size());
   for (int b = 0; b < step.batch; ++b) {
     SamplerState& s = *samplers[b];
@@ -762,7 +786,9 @@ void CudaEngineImpl::write_sample_inputs(const Step& step, std::span<SamplerStat
   // step's longest as the row stride.
   const StepInputPlan& in = plan_.inputs;
   const int64_t window_stride = step.fused ? plan_.limits.history_capacity : history_stride;
-  SampleParams* params = input_host<SampleParams>(step.fused ? in.decode_params : in.sample_params);
+  SampleParams* params =
+      step.fused ? staged<SampleParams>(in.decode_params, replay_slot_) : input_host<SampleParams>(in.sample_params);
+  bool sent = false;
   int32_t* history = input_host<int32_t>(in.history);
   for (int b = 0; b < step.batch; ++b) {
     const SamplerState& s = *samplers[b];
@@ -781,9 +807,15 @@ void CudaEngineImpl::write_sample_inputs(const Step& step, std::span<SamplerStat
       std::copy(s.history.end() - static_cast<std::ptrdiff_t>(count), s.history.end(),
                 history + static_cast<size_t>(b) * window_stride);
       p.history_len = static_cast<int32_t>(count);
-      if (step.fused) upload_range(in.history, static_cast<size_t>(b) * window_stride * sizeof(int32_t),
-                                   count * sizeof(int32_t));
+      if (step.fused) {
+        upload_range(in.history, static_cast<size_t>(b) * window_stride * sizeof(int32_t), count * sizeof(int32_t));
+        sent = true;
+      }
     }
+  }
+  if (sent) {
+    inputs_sent_->record(stream_);
+    inputs_sending_ = true;
   }
 }
 
@@ -825,11 +857,7 @@ void CudaEngineImpl::submit_sample(std::span<const SequenceChunk> chunks, std::s
   }
   const Step step = prepare_step(run, /*last_rows_only=*/true, /*device_tokens=*/true);
   write_sample_inputs(step, samplers, history_stride);
-  entry.slot = next_slot_;
-  next_slot_ = (next_slot_ + 1) % kMaxStepsInFlight;
-  run_fused_decode(step, /*rows_sampled=*/true,
-                   sampled_ring_.at<int32_t>(static_cast<size_t>(entry.slot) * plan_.limits.max_batch * sizeof(int32_t)));
-  ids_copied_[static_cast<size_t>(entry.slot)]->record(stream_);
+  entry.slot = run_fused_decode(step, /*rows_sampled=*/true);
   commit(step);
   device_ids_serial_ = entry.serial;
   for (SamplerState* s : samplers)
@@ -841,9 +869,8 @@ void CudaEngineImpl::submit_sample(std::span<const SequenceChunk> chunks, std::s
 
 void CudaEngineImpl::finish(SubmittedStep& step) {
   if (step.finished) return;
-  ids_copied_[static_cast<size_t>(step.slot)]->wait();
-  const int32_t* ids =
-      sampled_ring_.at<int32_t>(static_cast<size_t>(step.slot) * plan_.limits.max_batch * sizeof(int32_t));
+  replay_done_[static_cast<size_t>(step.slot)]->wait();
+  const int32_t* ids = ids_host(step.slot);
   step.tokens.assign(ids, ids + step.samplers.size());
   step.finished = true;
   for (size_t b = 0; b < step.tokens.size(); ++b) {

@@ -28,10 +28,9 @@ class CudaEngine : public Engine {
   // engine was made with CudaEngineTuning::trace_decode; empty otherwise.
   virtual std::vector<KernelTrace> decode_trace() const = 0;
   // Lab: replays the last fused decode step's graph `reps` times back to back over the inputs it
-  // had (rewriting the same KV entries), each replay with (`with_copies`) or without the copy of
-  // the step's inputs before it and of its sampled ids after it, and returns the device time per
-  // replay in microseconds (CUDA events). Waits for every submitted step first.
-  virtual double lab_replay_decode_us(int reps, bool with_copies) = 0;
+  // had (rewriting the same KV entries) and returns the device time per replay in microseconds
+  // (CUDA events). Waits for every submitted step first.
+  virtual double lab_replay_decode_us(int reps) = 0;
 };
 
 // Throws Error when no CUDA device is usable.

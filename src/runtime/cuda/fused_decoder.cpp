@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
@@ -175,8 +177,13 @@ void FusedDecoder::capture(KvCache& kv, const FusedDecodeStepInputs& inputs, cud
   FUSELM_CHECK(graphs_.empty(), "fused decode: the graphs are already captured");
   FUSELM_CHECK(inputs.tokens && inputs.positions && inputs.kv_lens && inputs.block_tables && inputs.params &&
                    inputs.history && inputs.sampled && inputs.max_blocks_per_seq > 0 &&
-                   inputs.history_stride >= 0,
+                   inputs.history_stride >= 0 && inputs.staged_inputs[0] && inputs.staged_inputs[1] &&
+                   inputs.sampled_host[0] && inputs.sampled_host[1],
                "fused decode: incomplete step inputs");
+  const auto at = [](const void* p) { return reinterpret_cast<uintptr_t>(p); };
+  FUSELM_CHECK(at(inputs.params) < at(inputs.tokens) && at(inputs.tokens) < at(inputs.positions) &&
+                   at(inputs.positions) < at(inputs.kv_lens) && at(inputs.kv_lens) < at(inputs.block_tables),
+               "fused decode: the step inputs must lie in the order params, tokens, positions, kv_lens, block_tables");
   inputs_ = inputs;
   model_.kv_layout = kv.layout();
   for (size_t l = 0; l < model_.layers.size(); ++l) {
@@ -191,7 +198,15 @@ void FusedDecoder::capture(KvCache& kv, const FusedDecodeStepInputs& inputs, cud
     step_buffers_.trace = trace_.at<KernelTrace>(0);
   }
   for (int bucket : buckets_)
-    graphs_.push_back(CudaGraph::capture(stream, [&] { return record_step(bucket, stream); }));
+    for (int slot = 0; slot < 2; ++slot)
+      graphs_.push_back(CudaGraph::capture(stream, [&] { return record_step(bucket, slot, stream); }));
+}
+
+size_t FusedDecoder::staged_bytes(int bucket) const {
+  const auto* first = reinterpret_cast<const std::byte*>(inputs_.params);
+  const auto* end = reinterpret_cast<const std::byte*>(inputs_.block_tables +
+                                                       static_cast<size_t>(bucket) * inputs_.max_blocks_per_seq);
+  return static_cast<size_t>(end - first);
 }
 
 int FusedDecoder::bucket_for(int batch) const {
@@ -200,8 +215,12 @@ int FusedDecoder::bucket_for(int batch) const {
   fail("fused decode: a batch of ", batch, " is over the largest bucket, ", buckets_.back());
 }
 
-Status FusedDecoder::record_step(int bucket, cudaStream_t stream) const {
+Status FusedDecoder::record_step(int bucket, int slot, cudaStream_t stream) const {
   const int64_t stride = inputs_.max_blocks_per_seq;
+  // The inputs, copied by a kernel: a copy node costs the step more between its neighbours.
+  Status copied = copy_step_inputs(inputs_.staged_inputs[slot], const_cast<SampleParams*>(inputs_.params),
+                                   staged_bytes(bucket), stream);
+  if (!copied.ok()) return copied;
   // Every timeline slot unset (all bytes 0xFF, kernel_trace.h) before the step's kernels stamp theirs.
   if (step_buffers_.trace != nullptr)
     FUSELM_CUDA_RETURN(cudaMemsetAsync(step_buffers_.trace, 0xFF, trace_.size(), stream));
@@ -219,11 +238,10 @@ Status FusedDecoder::record_step(int bucket, cudaStream_t stream) const {
     const Status s = fused_decode_step(model_, buf, in, attention_plan_, stream);
     if (!s.ok()) return s;
   }
-  // Sampling inside the graph: the host launches one replay, not a replay and a sampling kernel.
-  // The copy of the ids to the host stays outside, so that each replay can send them elsewhere
-  // (the engine keeps two steps in flight).
+  // Sampling inside the graph, writing the ids to the host itself: the host launches one replay,
+  // not a replay, a sampling kernel and a copy.
   return sample_tokens(logits_, bucket, model_.vocab, inputs_.params, inputs_.history, inputs_.history_stride,
-                       inputs_.sampled, stream);
+                       inputs_.sampled, stream, inputs_.sampled_host[slot]);
 }
 
 std::vector<KernelTrace> FusedDecoder::trace(cudaStream_t stream) const {
@@ -234,10 +252,11 @@ std::vector<KernelTrace> FusedDecoder::trace(cudaStream_t stream) const {
   return t;
 }
 
-void FusedDecoder::run(int bucket, cudaStream_t stream) const {
+void FusedDecoder::run(int bucket, int slot, cudaStream_t stream) const {
   const auto it = std::find(buckets_.begin(), buckets_.end(), bucket);
   FUSELM_CHECK(it != buckets_.end(), "fused decode: ", bucket, " is not a batch bucket");
-  graphs_[static_cast<size_t>(it - buckets_.begin())].launch(stream);
+  FUSELM_CHECK(slot == 0 || slot == 1, "fused decode: replay slot ", slot, " (0 or 1)");
+  graphs_[static_cast<size_t>(it - buckets_.begin()) * 2 + static_cast<size_t>(slot)].launch(stream);
 }
 
 }  // namespace fuselm

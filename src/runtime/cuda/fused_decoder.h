@@ -38,6 +38,12 @@ struct FusedDecodeStepInputs {
   const int32_t* history = nullptr;  // [max_batch][history_stride]
   int history_stride = 0;
   int32_t* sampled = nullptr;
+  // Two replay slots, so that the host prepares a step while the other one runs. Per slot: the
+  // step's inputs in pinned host memory, laid out as the device inputs from `params` to the end of
+  // `block_tables` (which lie in that order, contiguous), which the graph copies to the device
+  // first; and where its sampling writes the ids on the host.
+  const void* staged_inputs[2] = {};
+  int32_t* sampled_host[2] = {};
 };
 
 // Why the fused decode kernels cannot run this model in `dtype`, or "" when they can.
@@ -82,9 +88,12 @@ class FusedDecoder {
   // The block id that padding rows point at (their block-table entry 0).
   int scratch_block() const { return scratch_block_; }
 
-  // Replays the bucket's graph: logits() rows 0..bucket-1 hold fp32 logits afterwards (unchanged by
-  // a greedy row's sampling), and inputs.sampled rows 0..bucket-1 the sampled ids.
-  void run(int bucket, cudaStream_t stream) const;
+  // Replays the bucket's graph of replay slot `slot` over that slot's staged inputs: logits()
+  // rows 0..bucket-1 hold fp32 logits afterwards (unchanged by a greedy row's sampling), and
+  // inputs.sampled and the slot's sampled_host rows 0..bucket-1 the sampled ids.
+  void run(int bucket, int slot, cudaStream_t stream) const;
+  // Bytes of a bucket's staged inputs (from params to its last block-table row).
+  size_t staged_bytes(int bucket) const;
   float* logits() const { return logits_; }
   // The last replay's timeline, fused_decode_trace_slot() order; empty unless captured with trace.
   // Waits for the stream.
@@ -95,9 +104,9 @@ class FusedDecoder {
   const FusedDecodeVariants& variants() const { return model_.variants; }
 
  private:
-  // Launches the fused step for rows [0, bucket) in groups of kSkinnyGemmMaxTokens, then the
-  // sampling of every row.
-  Status record_step(int bucket, cudaStream_t stream) const;
+  // Launches the copy of the slot's inputs, the fused step for rows [0, bucket) in groups of
+  // kSkinnyGemmMaxTokens, then the sampling of every row.
+  Status record_step(int bucket, int slot, cudaStream_t stream) const;
 
   FusedDecodeModel model_;
   FusedDecodeBuffers step_buffers_;
@@ -106,7 +115,7 @@ class FusedDecoder {
   int scratch_block_ = -1;
   float* logits_ = nullptr;  // [max bucket][vocab]
   std::vector<int> buckets_;
-  std::vector<CudaGraph> graphs_;  // one per bucket, same order
+  std::vector<CudaGraph> graphs_;  // two per bucket (slots 0 and 1), in bucket order
   DeviceBuffer packed_;   // every packed weight matrix
   DeviceBuffer buffers_;  // step buffers, logits
   DeviceBuffer trace_;    // timeline slots, when captured with trace

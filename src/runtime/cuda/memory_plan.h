@@ -66,9 +66,10 @@ struct StepInputPlan {
   ArenaSlice sample_params;  // SampleParams [B]
   ArenaSlice history;        // int32 [B][history_capacity]
   ArenaSlice sampled;        // int32 [B]: sampled tokens (device to host)
-  // What the fused decode graphs read, contiguous and in this order, so that a decode step's
-  // inputs go over in one copy ending at its last block-table row. (The graphs sample with the
-  // penalty windows of `history`, at the fixed row stride history_capacity.)
+  // What the fused decode graphs read, contiguous and in this order, so that a graph copies a
+  // step's inputs in one pass ending at its last block-table row (from the engine's two replay
+  // slots of pinned memory, laid out alike; these slices' host side is not used). The graphs
+  // sample with the penalty windows of `history`, at the fixed row stride history_capacity.
   ArenaSlice decode_params;        // SampleParams [B]
   ArenaSlice decode_tokens;        // int32 [B]
   ArenaSlice decode_positions;     // int32 [B]
