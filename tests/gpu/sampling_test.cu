@@ -171,6 +171,21 @@ TEST(CudaSampling, GreedyTakesTheLowestIdAmongEqualMaximaAndSkipsNan) {
   const std::vector<int32_t> tokens = sample_on_device(logits, vocab, params, {{}, {}});
   EXPECT_EQ(tokens[0], 123);
   EXPECT_EQ(tokens[1], 49999);
+
+  // A vocabulary that is not a multiple of 4 (rows read one float at a time), a row of NaN (nothing
+  // to draw: -1) and a row of -inf (the lowest id).
+  const int odd = 1001;
+  std::vector<float> more = test::random_floats(gen, 3 * odd, -5.0f, 5.0f);
+  more[500] = 7.0f;
+  more[999] = 7.0f;
+  more[3] = NAN;
+  for (int i = 0; i < odd; ++i) {
+    more[odd + i] = NAN;
+    more[2 * odd + i] = -INFINITY;
+  }
+  std::vector<SampleParams> greedy(3);
+  const std::vector<int32_t> picked = sample_on_device(more, odd, greedy, {{}, {}, {}});
+  EXPECT_EQ(picked, (std::vector<int32_t>{500, -1, 0}));
 }
 
 TEST(CudaSampling, TopKKeepsExactlyKUnderTies) {

@@ -6,6 +6,7 @@
 #include "core/rng.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace fuselm {
 namespace {
@@ -67,6 +68,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(float* __restrict__ lo
                                                           int32_t* __restrict__ host_tokens) {
   __shared__ float f_scratch[32];
   __shared__ int i_scratch[32];
+  wait_for_previous_grid();  // the logits (a no-op unless launched early)
   const int row = blockIdx.x;
   const SampleParams p = all_params[row];
   float* l = logits + static_cast<int64_t>(row) * vocab;
@@ -90,14 +92,32 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(float* __restrict__ lo
   }
 
   if (p.temperature <= 0.0f) {  // greedy: the largest logit, the lowest id among equals
+    // One pass, 16 bytes a load where the row allows: each thread keeps its best and the lowest id
+    // holding it (NaN never compares greater), then the block takes the best, then the lowest id.
     float best = -INFINITY;
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
-      if (l[i] > best) best = l[i];
-    best = block_reduce(best, MaxOp{}, -INFINITY, f_scratch);
     int best_id = vocab;
-    for (int i = threadIdx.x; i < vocab && best_id == vocab; i += blockDim.x)
-      if (l[i] == best) best_id = i;
-    best_id = block_reduce(best_id, [](int a, int b) { return a < b ? a : b; }, vocab, i_scratch);
+    auto consider = [&](float v, int i) {
+      if (v > best || (v == best && i < best_id)) {
+        best = v;
+        best_id = i;
+      }
+    };
+    int scalar_from = 0;
+    if (vocab % 4 == 0 && reinterpret_cast<uintptr_t>(l) % 16 == 0) {
+      const float4* l4 = reinterpret_cast<const float4*>(l);
+      for (int i = threadIdx.x; i < vocab / 4; i += blockDim.x) {
+        const float4 v = l4[i];
+        consider(v.x, 4 * i);
+        consider(v.y, 4 * i + 1);
+        consider(v.z, 4 * i + 2);
+        consider(v.w, 4 * i + 3);
+      }
+      scalar_from = vocab;
+    }
+    for (int i = scalar_from + threadIdx.x; i < vocab; i += blockDim.x) consider(l[i], i);
+    const float top = block_reduce(best, MaxOp{}, -INFINITY, f_scratch);
+    best_id = block_reduce(best == top ? best_id : vocab, [](int a, int b) { return a < b ? a : b; }, vocab,
+                           i_scratch);
     if (threadIdx.x == 0) put_token(tokens, host_tokens, row, best_id < vocab ? best_id : -1);
     return;
   }
@@ -185,16 +205,15 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(float* __restrict__ lo
 }  // namespace
 
 Status sample_tokens(float* logits, int rows, int vocab, const SampleParams* params, const int32_t* history,
-                     int history_stride, int32_t* tokens, cudaStream_t stream, int32_t* host_tokens) {
+                     int history_stride, int32_t* tokens, cudaStream_t stream, int32_t* host_tokens, bool pdl) {
   if (rows == 0) return Status();
   if (rows < 0 || vocab <= 0)
     return Status::error(str_cat("sample_tokens: bad shape rows=", rows, " vocab=", vocab));
   if (!logits || !params || !tokens) return Status::error("sample_tokens: logits, params and tokens must be set");
   if (history_stride < 0 || (history_stride > 0 && !history))
     return Status::error("sample_tokens: history must be set when history_stride > 0");
-  sample_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, vocab, params, history, history_stride,
-                                                                      tokens, host_tokens);
-  FUSELM_CUDA_RETURN_LAUNCH();
+  FUSELM_CUDA_RETURN(launch_kernel(sample_kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, stream, pdl,
+                                   logits, vocab, params, history, history_stride, tokens, host_tokens));
   return Status();
 }
 

@@ -29,8 +29,10 @@ struct SampleParams {
 // times the total. params: device, rows entries; history: device, [rows][history_stride] ids;
 // tokens: device, rows entries (-1 where nothing can be drawn, e.g. every logit NaN); host_tokens,
 // when set: the same ids written straight to pinned host memory as well (no copy after the kernel).
+// `pdl`: launched to start while the kernel writing the logits ends (programmatic dependent launch).
 // Deterministic: fixed-order reductions.
 Status sample_tokens(float* logits, int rows, int vocab, const SampleParams* params, const int32_t* history,
-                     int history_stride, int32_t* tokens, cudaStream_t stream, int32_t* host_tokens = nullptr);
+                     int history_stride, int32_t* tokens, cudaStream_t stream, int32_t* host_tokens = nullptr,
+                     bool pdl = false);
 
 }  // namespace fuselm

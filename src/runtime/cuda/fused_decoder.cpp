@@ -241,7 +241,7 @@ Status FusedDecoder::record_step(int bucket, int slot, cudaStream_t stream) cons
   // Sampling inside the graph, writing the ids to the host itself: the host launches one replay,
   // not a replay, a sampling kernel and a copy.
   return sample_tokens(logits_, bucket, model_.vocab, inputs_.params, inputs_.history, inputs_.history_stride,
-                       inputs_.sampled, stream, inputs_.sampled_host[slot]);
+                       inputs_.sampled, stream, inputs_.sampled_host[slot], model_.pdl);
 }
 
 std::vector<KernelTrace> FusedDecoder::trace(cudaStream_t stream) const {
