@@ -31,9 +31,11 @@ __device__ __forceinline__ void store_element(void* p, DType t, int64_t i, float
 __global__ void fused_embed_kernel(const void* table, DType dtype, int hidden, const int32_t* tokens,
                                    const int32_t* sampled, const float* norm_weight, float* residual, void* xg,
                                    float* partials, KernelTrace* trace) {
-  allow_next_grid();  // the first GEMM streams its weights meanwhile
   if (threadIdx.x == 0) trace_start(trace);
   wait_for_previous_grid();
+  // Only now: the kernels this lets start early read the step's inputs before they wait, and the
+  // grid waited for above (in a graph, the copy of those inputs) has ended.
+  allow_next_grid();  // the first GEMM streams its weights meanwhile
   if (threadIdx.x == 0) trace_released(trace);
   const int tok = blockIdx.x;
   int32_t token = tokens[tok];
@@ -58,6 +60,7 @@ __global__ void fused_embed_kernel(const void* table, DType dtype, int hidden, c
 
 // The step's inputs from pinned host memory to the device: 16 bytes a thread where both ends allow.
 __global__ void copy_step_inputs_kernel(const void* __restrict__ src, void* __restrict__ dst, size_t bytes) {
+  allow_next_grid();  // the embedding kernel starts meanwhile and waits for these inputs
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool vectors = (reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) % 16 == 0;
@@ -118,8 +121,8 @@ Status copy_step_inputs(const void* host_src, void* dst, size_t bytes, cudaStrea
   constexpr int kThreads = 256;
   const size_t per_cta = kThreads * 16;
   const unsigned ctas = static_cast<unsigned>(std::min<size_t>((bytes + per_cta - 1) / per_cta, 132));
-  copy_step_inputs_kernel<<<ctas, kThreads, 0, stream>>>(host_src, dst, bytes);
-  FUSELM_CUDA_RETURN_LAUNCH();
+  FUSELM_CUDA_RETURN(launch_kernel(copy_step_inputs_kernel, dim3(ctas), dim3(kThreads), 0, stream, false, host_src,
+                                   dst, bytes));
   return Status();
 }
 
@@ -174,11 +177,9 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
   DecodeAttentionPlan attention = attention_plan;
   attention.pdl = model.pdl;
 
-  // Not launched early: the kernels it lets start early read the step's inputs before they wait,
-  // so the copy of those inputs (the graph's first kernel) must be over when it starts.
   Status s = fused_embed(model.embedding, model.dtype, model.hidden, in.tokens, in.sampled, m,
                          model.layers.empty() ? model.final_norm : model.layers[0].attn_norm, buf.residual, buf.xg,
-                         buf.partials, stream, /*pdl=*/false, slot(0));
+                         buf.partials, stream, model.pdl, slot(0));
   if (!s.ok()) return s;
   const SkinnyInput xg_in{buf.xg, model.hidden, m};
   for (size_t l = 0; l < model.layers.size(); ++l) {
