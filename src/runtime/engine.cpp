@@ -1,5 +1,7 @@
 #include "runtime/engine.h"
 
+#include <exception>
+
 #include "core/error.h"
 #include "runtime/cpu_engine.h"
 #if FUSELM_HAVE_CUDA
@@ -76,6 +78,17 @@ void Engine::submit_sample(std::span<const SequenceChunk> chunks, std::span<Samp
   }
   std::vector<int32_t> tokens;
   forward_sample(run, samplers, tokens);
+  // Entries of removed sequences, or of ones fed since, can never be taken again: drop them now and
+  // then, so that the map follows the sequences alive rather than every one ever sampled for.
+  if (last_sampled_.size() > 4 * run.size() + 64) {
+    std::erase_if(last_sampled_, [&](const auto& entry) {
+      try {
+        return sequence_length(entry.first) != entry.second.first;
+      } catch (const std::exception&) {
+        return true;  // removed
+      }
+    });
+  }
   for (size_t i = 0; i < run.size(); ++i) last_sampled_[run[i].seq_id] = {sequence_length(run[i].seq_id), tokens[i]};
   finished_steps_.push_back(std::move(tokens));
 }

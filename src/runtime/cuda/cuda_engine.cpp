@@ -843,6 +843,8 @@ void CudaEngineImpl::submit_sample(std::span<const SequenceChunk> chunks, std::s
       for (SubmittedStep& s : submitted_)
         if (s.serial == it->second.serial) finish(s);
       resolved[i] = it->second.token;
+      FUSELM_CHECK(resolved[i] >= 0, "submit_sample: sequence ", run[i].seq_id,
+                   " takes kPendingToken but its previous step drew no token (every logit NaN?)");
     }
     run[i].tokens = std::span<const int32_t>(&resolved[i], 1);
   }
@@ -873,11 +875,8 @@ void CudaEngineImpl::finish(SubmittedStep& step) {
   const int32_t* ids = ids_host(step.slot);
   step.tokens.assign(ids, ids + step.samplers.size());
   step.finished = true;
-  for (size_t b = 0; b < step.tokens.size(); ++b) {
-    FUSELM_CHECK(step.tokens[b] >= 0 && step.tokens[b] < config_.vocab_size, "wait_sample: nothing could be drawn ",
-                 "for row ", b, " of the step (every logit NaN?)");
-    step.samplers[b]->history.push_back(step.tokens[b]);
-  }
+  for (size_t b = 0; b < step.tokens.size(); ++b)
+    if (step.tokens[b] >= 0) step.samplers[b]->history.push_back(step.tokens[b]);
   for (auto& [seq_id, latest] : latest_sample_)
     if (latest.serial == step.serial) latest.token = step.tokens[static_cast<size_t>(latest.row)];
 }
@@ -887,6 +886,9 @@ void CudaEngineImpl::wait_sample(std::vector<int32_t>& tokens) {
   finish(submitted_.front());
   tokens = std::move(submitted_.front().tokens);
   submitted_.pop_front();
+  for (size_t b = 0; b < tokens.size(); ++b)
+    FUSELM_CHECK(tokens[b] >= 0 && tokens[b] < config_.vocab_size, "wait_sample: nothing could be drawn for row ", b,
+                 " of the step (every logit NaN?)");
 }
 
 }  // namespace
