@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 
 #include "core/error.h"
 
@@ -28,6 +29,16 @@ BatchRunner::BatchRunner(Engine& engine, const SchedulerLimits& limits)
     : engine_(engine), scheduler_(limits), discard_(greedy_sampling()) {}
 
 BatchRunner::~BatchRunner() {
+  // The engine holds the samplers of submitted steps until their waits.
+  for (size_t i = 0; i < in_flight_.size(); ++i) {
+    try {
+      std::vector<int32_t> unused;
+      engine_.wait_sample(unused);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "warning: waiting for a submitted step failed: %s\n", e.what());
+      break;
+    }
+  }
   for (auto& [id, live] : live_) {
     if (live.seq_id < 0) continue;
     try {
@@ -53,23 +64,44 @@ Status BatchRunner::submit(Request request, const SamplingParams& sampling) {
   return s;
 }
 
-bool BatchRunner::step(const TokenCallback& on_token) {
+bool BatchRunner::submit_next() {
   const StepPlan plan = scheduler_.plan_step();
   if (plan.empty()) return false;
+  static const int32_t pending = kPendingToken;
+  Submitted step{plan, {}};
   chunks_.clear();
-  samplers_.clear();
   for (const PlannedChunk& c : plan.chunks) {
     Live& live = live_.at(c.request_id);
     if (live.seq_id < 0) live.seq_id = engine_.add_sequence();
-    chunks_.push_back(SequenceChunk{live.seq_id, scheduler_.chunk_tokens(c), false});
-    samplers_.push_back(c.yields_token() ? &live.sampler : &discard_);
+    const std::span<const int32_t> tokens =
+        c.input_pending ? std::span<const int32_t>(&pending, 1) : scheduler_.chunk_tokens(c);
+    chunks_.push_back(SequenceChunk{live.seq_id, tokens, false});
+    step.samplers.push_back(c.yields_token() ? &live.sampler : &discard_);
   }
-  discard_.history.clear();
-  engine_.forward_sample(chunks_, samplers_, sampled_);
+  engine_.submit_sample(chunks_, step.samplers);
+  in_flight_.push_back(std::move(step));
+  return true;
+}
+
+bool BatchRunner::can_look_ahead() const {
+  if (in_flight_.size() != 1) return false;
+  for (const auto& [id, live] : live_)
+    if (live.sampler.params.repetition_penalty != 1.0f) return false;
+  return true;
+}
+
+bool BatchRunner::step(const TokenCallback& on_token) {
+  if (in_flight_.empty() && !submit_next()) return false;
+  if (can_look_ahead()) submit_next();
+  engine_.wait_sample(sampled_);
   const Clock::time_point now = Clock::now();
+  const Submitted done_step = std::move(in_flight_.front());
+  in_flight_.erase(in_flight_.begin());
+  const StepPlan& plan = done_step.plan;
   ++steps_run_;
-  FUSELM_CHECK(sampled_.size() == chunks_.size(), "engine returned ", sampled_.size(), " tokens for ", chunks_.size(),
-               " chunks");
+  FUSELM_CHECK(sampled_.size() == plan.chunks.size(), "engine returned ", sampled_.size(), " tokens for ",
+               plan.chunks.size(), " chunks");
+  discard_.history.clear();
   scheduler_.commit(plan, sampled_);
   std::vector<FinishedRequest> done = scheduler_.take_finished();
 
@@ -77,6 +109,7 @@ bool BatchRunner::step(const TokenCallback& on_token) {
     const PlannedChunk& c = plan.chunks[i];
     if (!c.yields_token()) continue;
     Live& live = live_.at(c.request_id);
+    if (live.finished) continue;  // a step after its stop token: dropped
     live.token_times.push_back(now);
     if (on_token) {
       const bool finished = std::any_of(done.begin(), done.end(),
@@ -85,14 +118,29 @@ bool BatchRunner::step(const TokenCallback& on_token) {
     }
   }
   for (FinishedRequest& f : done) {
-    auto it = live_.find(f.id);
-    const int seq_id = it->second.seq_id;
-    Result r{f.id, std::move(f.tokens), f.reason, it->second.submitted, std::move(it->second.token_times)};
-    live_.erase(it);
-    engine_.remove_sequence(seq_id);
-    finished_.push_back(std::move(r));
+    Live& live = live_.at(f.id);
+    live.finished = true;
+    finished_.push_back(Result{f.id, std::move(f.tokens), f.reason, live.submitted, std::move(live.token_times)});
   }
+  retire_finished();
   return true;
+}
+
+void BatchRunner::retire_finished() {
+  for (auto it = live_.begin(); it != live_.end();) {
+    const int64_t id = it->first;
+    const bool fed = std::any_of(in_flight_.begin(), in_flight_.end(), [&](const Submitted& s) {
+      return std::any_of(s.plan.chunks.begin(), s.plan.chunks.end(),
+                         [&](const PlannedChunk& c) { return c.request_id == id; });
+    });
+    if (!it->second.finished || fed) {
+      ++it;
+      continue;
+    }
+    const int seq_id = it->second.seq_id;
+    it = live_.erase(it);
+    engine_.remove_sequence(seq_id);
+  }
 }
 
 void BatchRunner::run_until_idle(const TokenCallback& on_token) {

@@ -1,8 +1,14 @@
 #pragma once
 // Continuous batching over an Engine: a Scheduler (runtime/scheduler.h) plans each step; the runner
-// creates a sequence when a request's prompt starts, turns the plan into SequenceChunks, runs one
-// forward_sample, hands the sampled tokens back to the scheduler, and removes the sequences of
-// finished requests. It notes when every token reached the host, for latency metrics.
+// creates a sequence when a request's prompt starts, turns the plan into SequenceChunks, submits
+// the step (Engine::submit_sample), hands the sampled tokens back to the scheduler, and removes the
+// sequences of finished requests. It notes when every token reached the host, for latency metrics.
+//
+// Steps overlap: before it waits for a step's tokens, the runner plans and submits the next one
+// (the scheduler's lookahead), whose decode chunks take the tokens still on their way
+// (kPendingToken), so the engine is not idle while the host commits a step. A request a stop token
+// ends may then have run one step more, whose token is dropped; its sequence goes once that step is
+// back. Not while any request has a repetition penalty (its window needs every token first).
 //
 // Only the chunk that ends a prompt yields a token: the tokens the engine samples after earlier
 // chunks come from a throwaway greedy sampler, so a request's own sampler (its RNG and history)
@@ -57,7 +63,8 @@ class BatchRunner {
   // Queues a request; `sampling` defaults to greedy. Rejects (error status, nothing queued) what the
   // scheduler rejects, and token ids outside the model's vocabulary.
   Status submit(Request request, const SamplingParams& sampling = greedy_sampling());
-  // Runs one step; false when nothing was waiting or running. Engine errors propagate as Error.
+  // Completes one step (submitting it, and the next one, first as needed); false when nothing was
+  // waiting or running. Engine errors propagate as Error.
   bool step(const TokenCallback& on_token = {});
   void run_until_idle(const TokenCallback& on_token = {});
 
@@ -75,14 +82,27 @@ class BatchRunner {
     SamplerState sampler;
     Clock::time_point submitted;
     std::vector<Clock::time_point> token_times;
+    bool finished = false;  // its result is out; it stays while a submitted step still feeds it
   };
+  // A step submitted to the engine and not yet waited for.
+  struct Submitted {
+    StepPlan plan;
+    std::vector<SamplerState*> samplers;  // the engine holds these until the wait
+  };
+
+  // Plans and submits the next step; false when the plan is empty.
+  bool submit_next();
+  // Whether the next step may be submitted before the one in flight is committed.
+  bool can_look_ahead() const;
+  // Removes the finished requests that no submitted step feeds any more.
+  void retire_finished();
 
   Engine& engine_;
   Scheduler scheduler_;
   std::map<int64_t, Live> live_;
   SamplerState discard_;  // samples after prompt chunks that yield no token
+  std::vector<Submitted> in_flight_;  // oldest first, at most two
   std::vector<SequenceChunk> chunks_;
-  std::vector<SamplerState*> samplers_;
   std::vector<int32_t> sampled_;
   std::vector<Result> finished_;
   int64_t steps_run_ = 0;

@@ -63,8 +63,8 @@ Status Scheduler::add(Request r) {
 }
 
 StepPlan Scheduler::plan_step() {
-  FUSELM_CHECK(!plan_outstanding_, "scheduler: step ", next_step_ - 1,
-               " was planned but not committed; commit it before planning the next");
+  FUSELM_CHECK(static_cast<int>(outstanding_.size()) < kMaxOutstanding, "scheduler: steps ", outstanding_.front(),
+               " to ", outstanding_.back(), " were planned but not committed; commit the oldest before planning");
   // 1. Admission, strictly in arrival order: the first request that does not fit stops it.
   size_t admitted = 0;
   while (admitted < waiting_.size() && running_.size() < static_cast<size_t>(limits_.max_sequences)) {
@@ -85,28 +85,35 @@ StepPlan Scheduler::plan_step() {
   StepPlan plan;
   plan.step = next_step_;
   int budget = limits_.max_step_tokens;
-  // 2. Decode first. running_ <= max_sequences <= max_step_tokens, so every decoder fits.
+  // 2. Decode first. running_ <= max_sequences <= max_step_tokens, so every decoder fits. A request
+  // decodes once its prompt is planned and it has a token, committed or outstanding, to decode from,
+  // unless the outstanding tokens already make max_new_tokens.
   for (int64_t id : running_) {
-    const Active& a = active_.at(id);
-    if (a.prefilled < static_cast<int>(a.request.prompt.size())) continue;
-    const int length = static_cast<int>(a.request.prompt.size() + a.generated.size()) - 1;
-    plan.chunks.push_back({id, ChunkKind::Decode, length, 1, false});
+    Active& a = active_.at(id);
+    const int produced = static_cast<int>(a.generated.size()) + a.in_flight;
+    if (a.prefilled < static_cast<int>(a.request.prompt.size()) || produced == 0 ||
+        produced >= a.request.max_new_tokens)
+      continue;
+    const int length = static_cast<int>(a.request.prompt.size()) + produced - 1;
+    PlannedChunk c{id, ChunkKind::Decode, length, 1, false};
+    c.input_pending = a.in_flight > 0;
+    plan.chunks.push_back(c);
+    ++a.in_flight;
     --budget;
   }
   // 3. Prompt chunks with what is left.
   for (int64_t id : running_) {
     if (budget == 0) break;
-    const Active& a = active_.at(id);
+    Active& a = active_.at(id);
     const int remaining = static_cast<int>(a.request.prompt.size()) - a.prefilled;
     if (remaining == 0) continue;
     const int take = std::min(remaining, budget);
     plan.chunks.push_back({id, ChunkKind::Prefill, a.prefilled, take, take == remaining});
+    a.prefilled += take;
+    if (take == remaining) ++a.in_flight;
     budget -= take;
   }
-  if (!plan.chunks.empty()) {
-    ++next_step_;
-    plan_outstanding_ = true;
-  }
+  if (!plan.chunks.empty()) outstanding_.push_back(next_step_++);
   return plan;
 }
 
@@ -115,6 +122,8 @@ std::span<const int32_t> Scheduler::chunk_tokens(const PlannedChunk& chunk) cons
   FUSELM_CHECK(it != active_.end(), "scheduler: request ", chunk.request_id, " is not running");
   const Active& a = it->second;
   if (chunk.kind == ChunkKind::Decode) {
+    FUSELM_CHECK(!chunk.input_pending, "scheduler: the input of request ", chunk.request_id,
+                 "'s decode chunk is the outstanding step's token, which is not committed yet");
     FUSELM_CHECK(!a.generated.empty(), "scheduler: request ", chunk.request_id, " has no token to decode from");
     return {&a.generated.back(), 1};
   }
@@ -127,31 +136,37 @@ std::span<const int32_t> Scheduler::chunk_tokens(const PlannedChunk& chunk) cons
 }
 
 void Scheduler::commit(const StepPlan& plan, std::span<const int32_t> sampled) {
-  FUSELM_CHECK(plan_outstanding_ && plan.step == next_step_ - 1, "scheduler: commit of step ", plan.step,
-               ", but the step awaiting its tokens is ",
-               plan_outstanding_ ? std::to_string(next_step_ - 1) : std::string("none"));
+  FUSELM_CHECK(!outstanding_.empty() && plan.step == outstanding_.front(), "scheduler: commit of step ", plan.step,
+               ", but the oldest step awaiting its tokens is ",
+               outstanding_.empty() ? std::string("none") : std::to_string(outstanding_.front()));
   FUSELM_CHECK(sampled.size() == plan.chunks.size(), "scheduler: step ", plan.step, " has ", plan.chunks.size(),
                " chunks but ", sampled.size(), " sampled tokens were given");
-  plan_outstanding_ = false;
-  std::vector<int64_t> done;
+  outstanding_.erase(outstanding_.begin());
+  std::vector<int64_t> released;
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const PlannedChunk& c = plan.chunks[i];
-    Active& a = active_.at(c.request_id);
-    if (c.kind == ChunkKind::Prefill) a.prefilled += c.count;
     if (!c.yields_token()) continue;
+    Active& a = active_.at(c.request_id);
+    --a.in_flight;
+    if (a.finished) {  // a token after the stop token that ended it: ignored
+      if (a.in_flight == 0) released.push_back(c.request_id);
+      continue;
+    }
     a.generated.push_back(sampled[i]);
     const auto& stops = a.request.stop_tokens;
     const bool stop = std::find(stops.begin(), stops.end(), sampled[i]) != stops.end();
     if (stop || static_cast<int>(a.generated.size()) >= a.request.max_new_tokens) {
       finished_.push_back({c.request_id, std::move(a.generated), stop ? FinishReason::StopToken : FinishReason::Length});
-      done.push_back(c.request_id);
+      a.finished = true;
+      running_.erase(std::find(running_.begin(), running_.end(), c.request_id));
+      if (a.in_flight == 0) released.push_back(c.request_id);
     }
   }
-  // Finished requests leave in the order above; the rest keep their arrival order.
-  for (int64_t id : done) {
+  // A finished request keeps its reservation until no outstanding step feeds it: its sequence holds
+  // the cache until then.
+  for (int64_t id : released) {
     reserved_blocks_ -= active_.at(id).blocks;
     active_.erase(id);
-    running_.erase(std::find(running_.begin(), running_.end(), id));
   }
 }
 

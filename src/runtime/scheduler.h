@@ -14,8 +14,16 @@
 //      order (chunked prefill: a prompt longer than what is left spreads over several steps).
 //      Only the chunk that ends a prompt yields a token (the request's first).
 //
+// Lookahead: a step may be planned while the one before it waits for its tokens (so that a runner
+// keeps the engine busy while it reads them). That plan counts each token the outstanding step will
+// yield: a request that will then have max_new_tokens gets no more; a decode chunk's input is then
+// the outstanding step's token (input_pending). A stop token is only known at the commit: a
+// request it ends may already have a chunk in the next plan, whose token the commit ignores; its
+// KV reservation is released at that plan's commit, when its sequence is no longer in use.
+//
 // Determinism: the plan of a step is a pure function of the scheduler's state, which depends only
-// on the requests added (in their order) and the tokens committed for earlier steps. Nothing reads
+// on the requests added (in their order), the tokens committed for earlier steps and which steps
+// were planned ahead of a commit. Nothing reads
 // a clock, iterates a hash map, or compares pointers; with greedy sampling the same requests give
 // the same plans, step for step.
 #include <cstdint>
@@ -55,6 +63,7 @@ struct PlannedChunk {
   int start = 0;  // tokens of the request already in its sequence (prompt offset for a prefill chunk)
   int count = 0;  // tokens fed this step (1 for decode)
   bool last_prefill_chunk = false;  // ends the prompt, so the step yields the request's first token
+  bool input_pending = false;  // decode: the input is the token of the step still waiting for its commit
 
   bool yields_token() const { return kind == ChunkKind::Decode || last_prefill_chunk; }
 };
@@ -85,18 +94,22 @@ class Scheduler {
   // longest sequence) is rejected with an error naming the numbers, and nothing is queued.
   Status add(Request request);
 
-  // Admits what fits and plans the next step. An empty plan means nothing is waiting or running.
-  // Every plan must be committed before the next one is made.
+  // Admits what fits and plans the next step. An empty plan means nothing is waiting or running,
+  // or nothing can run before the outstanding step's commit. At most kMaxOutstanding plans wait
+  // for their commits at a time (planning one more throws).
+  static constexpr int kMaxOutstanding = 2;
   StepPlan plan_step();
 
   // Records the step's outcome: `sampled` holds one token per chunk of `plan`, in order (tokens of
-  // chunks that yield none are ignored). Requests that reached max_new_tokens or a stop token finish
-  // and free their reservation. Throws Error for a plan that is not the last one made or the wrong
-  // number of tokens.
+  // chunks that yield none, and of requests a stop token ended at an earlier commit, are ignored).
+  // Requests that reached max_new_tokens or a stop token finish and free their reservation. Throws
+  // Error for a plan that is not the oldest outstanding one or the wrong number of tokens.
   void commit(const StepPlan& plan, std::span<const int32_t> sampled);
 
-  // The tokens a chunk of the current plan feeds: a slice of the prompt, or the last generated token.
+  // The tokens a chunk of the newest plan feeds: a slice of the prompt, or the last generated token.
+  // An input_pending chunk has none yet (the caller feeds the outstanding step's token itself).
   std::span<const int32_t> chunk_tokens(const PlannedChunk& chunk) const;
+  int outstanding_steps() const { return static_cast<int>(outstanding_.size()); }
 
   // Requests finished since the last call: step by step, within a step in plan order.
   std::vector<FinishedRequest> take_finished();
@@ -114,7 +127,9 @@ class Scheduler {
   struct Active {
     Request request;
     int64_t blocks = 0;
-    int prefilled = 0;  // prompt tokens already fed
+    int prefilled = 0;  // prompt tokens already planned
+    int in_flight = 0;  // tokens that outstanding plans will yield
+    bool finished = false;  // ended; stays (reserved, not running) while outstanding plans feed it
     std::vector<int32_t> generated;
   };
 
@@ -127,7 +142,7 @@ class Scheduler {
   std::set<int64_t> known_ids_;                  // every id ever added, for the duplicate check
   std::vector<FinishedRequest> finished_;
   int64_t next_step_ = 0;
-  bool plan_outstanding_ = false;
+  std::vector<int64_t> outstanding_;  // planned steps waiting for their commits, oldest first
 };
 
 }  // namespace fuselm

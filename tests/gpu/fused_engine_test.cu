@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "plan/plan.h"
 #include "reference_model.h"
 #include "runtime/cuda/cuda_engine.h"
+#include "runtime/batch_runner.h"
 #include "runtime/cuda/fused_decoder.h"
 
 namespace fuselm {
@@ -440,6 +442,70 @@ TEST(FusedEngine, PipelinedDecodeSamplesWhatOneStepAtATimeDoes) {
       EXPECT_EQ(streams[0], streams[1]);
     }
   }
+}
+
+// Continuous batching over the fused engine (runtime/batch_runner.h: steps overlapped, decode
+// tokens fed on the device, chunked prompts, a stop token, a sampled request): every request gets
+// the tokens it gets alone, one step at a time on its own engine.
+TEST(FusedEngine, BatchRunnerGivesEachRequestWhatItGetsAlone) {
+  FUSELM_REQUIRE_GPU();
+  std::mt19937 gen(205);
+  const ModelConfig config = small_llama();
+  auto model = make_synthetic_model(config, false);
+  auto alone_engine = make_cuda_engine(*model, options(ExecutionPath::Fused, 4));
+  EngineOptions o = options(ExecutionPath::Fused, 4);
+  o.max_prefill_tokens = 64;  // prompts in chunks
+  auto engine = make_cuda_engine(*model, o);
+  struct Case {
+    std::vector<int32_t> prompt;
+    int max_new;
+    SamplingParams sampling;
+    std::vector<int32_t> alone;
+  };
+  std::vector<Case> cases;
+  for (int i = 0; i < 7; ++i) {
+    SamplingParams p = BatchRunner::greedy_sampling();
+    if (i == 2) {
+      p.temperature = 0.8f;
+      p.top_k = 30;
+      p.seed = 99;
+    }
+    cases.push_back({random_tokens(gen, 10 + 23 * i, config.vocab_size), 3 + (i * 5) % 9, p, {}});
+  }
+  for (Case& c : cases) {  // alone: the whole prompt, then one token per call
+    const int seq = alone_engine->add_sequence();
+    SamplerState sampler(c.sampling);
+    SamplerState* samplers[] = {&sampler};
+    std::vector<int32_t> sampled;
+    SequenceChunk chunk{seq, c.prompt, false};
+    for (int k = 0; k < c.max_new; ++k) {
+      alone_engine->forward_sample({&chunk, 1}, samplers, sampled);
+      c.alone.push_back(sampled[0]);
+      chunk.tokens = std::span<const int32_t>(&c.alone.back(), 1);
+    }
+    alone_engine->remove_sequence(seq);
+  }
+  BatchRunner runner(*engine, BatchRunner::limits_for(*engine, 4, 64));
+  for (size_t i = 0; i < cases.size(); ++i) {
+    Request r;
+    r.id = static_cast<int64_t>(i);
+    r.prompt = cases[i].prompt;
+    r.max_new_tokens = cases[i].max_new;
+    if (i == 4) r.stop_tokens = {cases[i].alone[1]};  // ends after its second token
+    ASSERT_TRUE(runner.submit(std::move(r), cases[i].sampling).ok());
+  }
+  runner.run_until_idle();
+  EXPECT_EQ(engine->steps_in_flight(), 0);
+  const std::vector<BatchRunner::Result> results = runner.take_finished();
+  ASSERT_EQ(results.size(), cases.size());
+  for (const BatchRunner::Result& r : results) {
+    const Case& c = cases[static_cast<size_t>(r.id)];
+    size_t expected = c.alone.size();
+    if (r.id == 4) expected = static_cast<size_t>(std::find(c.alone.begin(), c.alone.end(), c.alone[1]) - c.alone.begin()) + 1;
+    EXPECT_EQ(r.tokens, std::vector<int32_t>(c.alone.begin(), c.alone.begin() + static_cast<std::ptrdiff_t>(expected)))
+        << "request " << r.id;
+  }
+  EXPECT_EQ(engine->kv_stats().live_sequences, 0);  // every sequence removed
 }
 
 }  // namespace

@@ -134,6 +134,32 @@ TEST_F(BatchRunnerTest, StopTokensEndRequestsAndSequencesAreFreed) {
   EXPECT_THROW(engine_->sequence_length(engine_->add_sequence() - 1), Error);
 }
 
+// The runner submits the next step before it waits for one (the engine holds it after step()
+// returns), except while a request has a repetition penalty; either way a request gets what it
+// gets alone.
+TEST_F(BatchRunnerTest, StepsOverlapUnlessAPenaltyNeedsEveryToken) {
+  for (float penalty : {1.0f, 1.3f}) {
+    SCOPED_TRACE("repetition penalty " + std::to_string(penalty));
+    SamplingParams sampling = BatchRunner::greedy_sampling();
+    sampling.repetition_penalty = penalty;
+    const std::vector<int32_t> p = prompt(6, 4);
+    const std::vector<int32_t> alone = generate_alone(*engine_, p, 5, sampling);
+    BatchRunner runner(*engine_, BatchRunner::limits_for(*engine_, 3, 8));
+    Request r;
+    r.id = 7;
+    r.prompt = p;
+    r.max_new_tokens = 5;
+    ASSERT_TRUE(runner.submit(r, sampling).ok());
+    ASSERT_TRUE(runner.step());
+    EXPECT_EQ(engine_->steps_in_flight(), penalty == 1.0f ? 1 : 0);
+    runner.run_until_idle();
+    EXPECT_EQ(engine_->steps_in_flight(), 0);
+    std::vector<BatchRunner::Result> results = runner.take_finished();
+    ASSERT_EQ(results.size(), 1u);
+    EXPECT_EQ(results[0].tokens, alone);
+  }
+}
+
 TEST_F(BatchRunnerTest, RejectsWhatCanNeverRun) {
   BatchRunner runner(*engine_, BatchRunner::limits_for(*engine_, 3, 8));
   Request outside;

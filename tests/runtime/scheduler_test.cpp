@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 
 #include "core/error.h"
@@ -197,13 +198,21 @@ TEST(Scheduler, CommitChecksItsPlan) {
   Scheduler s(limits(2, 16, 1024, 16));
   ASSERT_TRUE(s.add(request(1, 3, 4)).ok());
   StepPlan p = s.plan_step();
-  EXPECT_THROW(s.plan_step(), Error);  // the first plan is not committed yet
+  // Planned while the first waits for its commit: the decode of the token that one will yield.
+  StepPlan ahead = s.plan_step();
+  ASSERT_EQ(ahead.chunks.size(), 1u);
+  EXPECT_EQ(ahead.chunks[0].kind, ChunkKind::Decode);
+  EXPECT_TRUE(ahead.chunks[0].input_pending);
+  EXPECT_THROW(s.chunk_tokens(ahead.chunks[0]), Error);  // that token is not committed yet
+  EXPECT_THROW(s.plan_step(), Error);  // a third outstanding plan
+  EXPECT_THROW(s.commit(ahead, std::vector<int32_t>{1}), Error);  // not the oldest
   EXPECT_THROW(s.commit(p, std::vector<int32_t>{}), Error);
   StepPlan stale = p;
   stale.step = 5;
   EXPECT_THROW(s.commit(stale, std::vector<int32_t>{1}), Error);
   s.commit(p, std::vector<int32_t>{1});
   EXPECT_THROW(s.commit(p, std::vector<int32_t>{1}), Error);  // already committed
+  s.commit(ahead, std::vector<int32_t>{2});
 }
 
 // A mixed workload (short and long prompts, stop tokens, more requests than slots or blocks), added
@@ -232,6 +241,55 @@ std::vector<std::string> run_workload() {
   }
   EXPECT_TRUE(s.idle());
   return plans;
+}
+
+// The same workload with every step planned while the one before it waits for its commit: every
+// request finishes with the tokens and reason it had in lockstep (a token after a stop token is
+// dropped), and no more than the cache is ever reserved.
+TEST(Scheduler, PlanningAheadFinishesEveryRequestAsInLockstep) {
+  auto run = [](bool ahead) {
+    Scheduler s(limits(3, 12, 96, 8));
+    for (int id = 1; id <= 12; ++id) {
+      const int prompt = 1 + (id * 7) % 23, max_new = 1 + (id * 5) % 9;
+      EXPECT_TRUE(s.add(request(id, prompt, max_new, id % 4 == 0 ? std::vector<int32_t>{1000 + id * 10 + prompt + 2}
+                                                                 : std::vector<int32_t>{}))
+                      .ok());
+    }
+    std::vector<StepPlan> outstanding;
+    std::map<int64_t, FinishedRequest> finished;
+    auto commit_oldest = [&] {
+      const StepPlan p = outstanding.front();
+      outstanding.erase(outstanding.begin());
+      std::vector<int32_t> sampled;
+      for (const PlannedChunk& c : p.chunks) sampled.push_back(fake_token(c));
+      s.commit(p, sampled);
+      for (FinishedRequest& f : s.take_finished()) finished[f.id] = f;
+    };
+    for (int guard = 0; guard < 1000; ++guard) {
+      while (static_cast<int>(outstanding.size()) < (ahead ? 2 : 1)) {
+        StepPlan p = s.plan_step();
+        if (p.empty()) break;
+        outstanding.push_back(p);
+      }
+      EXPECT_LE(s.reserved_blocks(), s.total_blocks());
+      if (outstanding.empty()) break;
+      commit_oldest();
+    }
+    EXPECT_TRUE(s.idle());
+    EXPECT_EQ(s.reserved_blocks(), 0);
+    return finished;
+  };
+  const auto lockstep = run(false), ahead = run(true);
+  ASSERT_EQ(lockstep.size(), 12u);
+  ASSERT_EQ(ahead.size(), 12u);
+  int stopped = 0;
+  for (const auto& [id, f] : lockstep) {
+    SCOPED_TRACE("request " + std::to_string(id));
+    EXPECT_EQ(ahead.at(id).tokens, f.tokens);
+    EXPECT_EQ(ahead.at(id).reason, f.reason);
+    stopped += f.reason == FinishReason::StopToken;
+  }
+  EXPECT_GT(stopped, 0);
 }
 
 TEST(Scheduler, SameRequestsGiveIdenticalPlans) {
