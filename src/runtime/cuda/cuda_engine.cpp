@@ -492,7 +492,7 @@ CudaEngineImpl::Step CudaEngineImpl::prepare_step(std::span<const SequenceChunk>
   if (step.fused) claim_replay_slot();
 
   const StepInputPlan& in = plan_.inputs;
-  // A fused step writes the decode graphs' own inputs, which run_fused_decode sends in one copy.
+  // A fused step stages the decode graphs' own inputs in its replay slot (the graph copies them).
   const int slot = replay_slot_;
   int32_t* tokens = step.fused ? staged<int32_t>(in.decode_tokens, slot) : input_host<int32_t>(in.tokens);
   int32_t* positions = step.fused ? staged<int32_t>(in.decode_positions, slot) : input_host<int32_t>(in.positions);

@@ -217,7 +217,8 @@ int FusedDecoder::bucket_for(int batch) const {
 
 Status FusedDecoder::record_step(int bucket, int slot, cudaStream_t stream) const {
   const int64_t stride = inputs_.max_blocks_per_seq;
-  // The inputs, copied by a kernel: a copy node costs the step more between its neighbours.
+  // The inputs, copied by a kernel: a copy node costs the step more between its neighbours. (The
+  // graph writes the device inputs it then reads as const.)
   Status copied = copy_step_inputs(inputs_.staged_inputs[slot], const_cast<SampleParams*>(inputs_.params),
                                    staged_bytes(bucket), stream);
   if (!copied.ok()) return copied;
