@@ -83,6 +83,9 @@ bool BatchRunner::submit_next() {
   return true;
 }
 
+static_assert(Scheduler::kMaxOutstanding == Engine::kMaxStepsInFlight,
+              "the runner keeps as many steps outstanding in the scheduler as in flight in the engine");
+
 bool BatchRunner::can_look_ahead() const {
   if (in_flight_.size() != 1) return false;
   for (const auto& [id, live] : live_)
