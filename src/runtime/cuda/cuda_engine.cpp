@@ -821,7 +821,6 @@ void CudaEngineImpl::write_sample_inputs(const Step& step, std::span<SamplerStat
 
 void CudaEngineImpl::submit_sample(std::span<const SequenceChunk> chunks, std::span<SamplerState* const> samplers) {
   check_submit(chunks, samplers, steps_in_flight());
-  const int history_stride = check_samplers(samplers);
   SubmittedStep entry;
   entry.serial = next_serial_++;
   entry.samplers.assign(samplers.begin(), samplers.end());
@@ -857,6 +856,7 @@ void CudaEngineImpl::submit_sample(std::span<const SequenceChunk> chunks, std::s
     submitted_.push_back(std::move(entry));
     return;
   }
+  const int history_stride = check_samplers(samplers);  // (forward_sample checks its own)
   const Step step = prepare_step(run, /*last_rows_only=*/true, /*device_tokens=*/true);
   write_sample_inputs(step, samplers, history_stride);
   entry.slot = run_fused_decode(step, /*rows_sampled=*/true);
