@@ -123,6 +123,7 @@ bool BatchRunner::step(const TokenCallback& on_token) {
   for (FinishedRequest& f : done) {
     Live& live = live_.at(f.id);
     live.finished = true;
+    retiring_.push_back(f.id);
     finished_.push_back(Result{f.id, std::move(f.tokens), f.reason, live.submitted, std::move(live.token_times)});
   }
   retire_finished();
@@ -130,18 +131,20 @@ bool BatchRunner::step(const TokenCallback& on_token) {
 }
 
 void BatchRunner::retire_finished() {
-  for (auto it = live_.begin(); it != live_.end();) {
-    const int64_t id = it->first;
+  for (size_t i = 0; i < retiring_.size();) {
+    const int64_t id = retiring_[i];
     const bool fed = std::any_of(in_flight_.begin(), in_flight_.end(), [&](const Submitted& s) {
       return std::any_of(s.plan.chunks.begin(), s.plan.chunks.end(),
                          [&](const PlannedChunk& c) { return c.request_id == id; });
     });
-    if (!it->second.finished || fed) {
-      ++it;
+    if (fed) {
+      ++i;
       continue;
     }
+    retiring_.erase(retiring_.begin() + static_cast<std::ptrdiff_t>(i));
+    const auto it = live_.find(id);
     const int seq_id = it->second.seq_id;
-    it = live_.erase(it);
+    live_.erase(it);
     engine_.remove_sequence(seq_id);
   }
 }

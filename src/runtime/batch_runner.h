@@ -102,6 +102,7 @@ class BatchRunner {
   std::map<int64_t, Live> live_;
   SamplerState discard_;  // samples after prompt chunks that yield no token
   std::vector<Submitted> in_flight_;  // oldest first, at most two
+  std::vector<int64_t> retiring_;     // finished requests whose Live entries and sequences remain
   std::vector<SequenceChunk> chunks_;
   std::vector<int32_t> sampled_;
   std::vector<Result> finished_;
