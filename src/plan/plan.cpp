@@ -341,6 +341,15 @@ void validate_plan(const Plan& plan, const std::string& where) {
         "or 128, the model's is ", m.head_dim);
   check(decode_attention_cluster_ranks(a.kernel) == 1 || g.sm() >= 90, "decode.attention.kernel ", a.kernel,
         " runs in thread-block clusters (compute capability 9.0+); the plan's GPU is sm_", g.sm());
+  check(plan.decode.ffn_one_launch_tokens >= 0 && plan.decode.ffn_one_launch_tokens <= kDecodeFfnOneLaunchMaxTokens,
+        "decode.ffn_one_launch_tokens ", plan.decode.ffn_one_launch_tokens, " is not in 0..", kDecodeFfnOneLaunchMaxTokens);
+  if (plan.decode.ffn_one_launch_tokens > 0)
+    for (PlanOp op : {PlanOp::GateUp, PlanOp::Down}) {
+      const std::string cls = skinny_rounding_class(plan.decode_gemm(op).variant);
+      check(cls == "k1" || cls == "k2" || cls == "k4" || cls == "k8", "decode.ffn_one_launch_tokens: the one-launch "
+            "FFN cuts K into 1, 2, 4 or 8 pieces without a warp split in a cluster; decode.gemm.", plan_op_name(op),
+            " rounds as ", cls);
+    }
   check(a.split_tokens > 0 && a.split_tokens % plan.kv_block_size == 0, "decode.attention.split_tokens ",
         a.split_tokens, " is not a positive multiple of the KV block size ", plan.kv_block_size);
   check(a.split_tokens / plan.kv_block_size + 1 <= kDecodeMaxSplitBlocks, "decode.attention.split_tokens ",

@@ -178,6 +178,8 @@ inline constexpr uint64_t kCublasLtWorkspaceBytes = uint64_t{32} << 20;
 // Tokens a decode GEMM launch takes at most (kSkinnyGemmMaxTokens); a bucket of more sequences
 // runs ceil(batch / 16) launches, so a token's bits never depend on how many others there are.
 inline constexpr int kDecodeGemmMaxTokens = 16;
+// Tokens the one-launch FFN takes at most (kSkinnyFfnMaxTokens).
+inline constexpr int kDecodeFfnOneLaunchMaxTokens = 8;
 
 // ---------------------------------------------------------------------------------------------
 // The plan.
@@ -259,6 +261,10 @@ struct DecodePlan {
   std::vector<DecodeGemmChoice> gemm;  // one per op of kDecodeGemmOps, in that order
   DecodeAttentionChoice attention;
   std::vector<DecodeBucket> buckets;   // ascending batch; the last is limits.max_batch
+  // Decode launches of up to this many tokens run the gate/up and down projections in one launch
+  // (kernels/cuda/skinny_ffn.h: the same bits as the two), at most kDecodeFfnOneLaunchMaxTokens;
+  // 0 = always two launches.
+  int ffn_one_launch_tokens = 0;
   bool operator==(const DecodePlan&) const = default;
 };
 

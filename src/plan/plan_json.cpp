@@ -236,7 +236,10 @@ json plan_to_json(const Plan& p) {
   json buckets = json::array();
   for (const DecodeBucket& b : p.decode.buckets)
     buckets.push_back({{"batch", b.batch}, {"gemm_launches", b.gemm_launches}, {"attention_grid", b.attention_grid}});
-  j["decode"] = {{"gemm", gemm}, {"attention", attention_json(p.decode.attention)}, {"buckets", buckets}};
+  j["decode"] = {{"gemm", gemm},
+                 {"attention", attention_json(p.decode.attention)},
+                 {"buckets", buckets},
+                 {"ffn_one_launch_tokens", p.decode.ffn_one_launch_tokens}};
 
   json prefill_buckets = json::array();
   for (const PrefillBucket& b : p.prefill.buckets) prefill_buckets.push_back({{"tokens", b.tokens}, {"gemm", b.gemm}});
@@ -309,6 +312,9 @@ Plan plan_from_json(const json& j, const std::string& where) {
     p.decode.gemm.push_back(read_gemm(r, r.object(gemm, "decode.gemm", name.c_str()), "decode.gemm." + name, op));
   }
   p.decode.attention = read_attention(r, r.object(decode, "decode", "attention"), "decode.attention");
+  // Plans written before the one-launch FFN ran two launches.
+  p.decode.ffn_one_launch_tokens =
+      decode.contains("ffn_one_launch_tokens") ? r.int32(decode, "decode", "ffn_one_launch_tokens") : 0;
   const json& buckets = r.array(decode, "decode", "buckets");
   for (size_t i = 0; i < buckets.size(); ++i) {
     const std::string bp = Reader::index("decode.buckets", i);

@@ -75,6 +75,12 @@ constexpr PlanRule kRules[] = {
      .evidence = "not measured on this architecture: without clusters, 2 row tiles per CTA; run fuselm tune"},
 
     // Decode attention: kernel by head_dim, one split size for every batch.
+    {.ops = bit(PlanOp::DecodeAttention), .shape = exactly(64), .sm = kHopper, .choice = "mma_c8_s16",
+     .evidence = "H200 bf16, Llama-3.2-1B shape, 512-token prompts: clusters of 8 below 16 sequences a launch, "
+                 "each cluster's work in one CTA from 16 on (the same bits): batch-1 decode 1,256.9-1,258.2 against "
+                 "1,220.8-1,222.5 tok/s with one CTA per split (+3.0%), batch 16 14,670-14,704 against 15,193 output "
+                 "tok/s (-3.3%); clusters at every batch 1,258.7 (bench/results/dev/ab/s21/). Batch-1 latency is what "
+                 "this shape is served for"},
     {.ops = bit(PlanOp::DecodeAttention), .shape = exactly(64), .sm = kAmpereOrNewer, .choice = "mma",
      .evidence = "tensor-core split-KV kernel: one wave of CTAs takes (split, head group) items, 3 K/V stages "
                  "(2 where a block cannot have 100 KB) (kernels/cuda/attention_decode.cu). In clusters of 8 on H200, "

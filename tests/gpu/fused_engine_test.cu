@@ -259,6 +259,38 @@ TEST(FusedEngine, TileGroupPlansGiveTheRulesBits) {
   }
 }
 
+// The gate/up and down projections in one launch (kernels/cuda/skinny_ffn.h) give the two launches'
+// bits: alone (batch 1), beside 6 others (8-token launches) and beside 15 (16-token launches, which
+// run two launches again).
+TEST(FusedEngine, OneLaunchFfnGivesTheTwoLaunchesBits) {
+  FUSELM_REQUIRE_GPU();
+  if (!skinny_gemm_clusters_supported()) GTEST_SKIP() << "the rules' rounding classes here need cluster K splits";
+  const TargetCase c = target_case();
+  const EngineOptions o = options(ExecutionPath::Fused);
+  auto engine_with = [&](int ffn_one_launch_tokens) {
+    Plan plan = make_rule_plan(c.config, o.dtype, query_gpu_identity(),
+                               make_plan_limits(c.config, o.max_batch, o.max_prefill_tokens, o.max_seq_len));
+    plan.decode.ffn_one_launch_tokens = ffn_one_launch_tokens;
+    complete_plan(plan);
+    const std::string path = testing::TempDir() + "fuselm-ffn-plan-" + std::to_string(getpid()) + ".json";
+    save_plan_file(plan, path);
+    EngineOptions with_plan = o;
+    with_plan.plan_file = path;
+    auto engine = make_cuda_engine(*c.model, with_plan);
+    std::remove(path.c_str());
+    return engine;
+  };
+  auto two = engine_with(0), one = engine_with(kDecodeFfnOneLaunchMaxTokens);
+  for (int others : {0, 6, 15}) {
+    const std::vector<float> want = run_target(*two, c.prompt, c.feed, others, 400 + others);
+    const std::vector<float> got = run_target(*one, c.prompt, c.feed, others, 400 + others);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(first_bitwise_difference(want, got), want.size())
+        << "beside " << others << " others: first differing logit at decode step "
+        << first_bitwise_difference(want, got) / c.config.vocab_size;
+  }
+}
+
 // The target run alone on a fresh engine: what the repeat and restart checks below compare.
 std::vector<float> fresh_engine_run() {
   const TargetCase c = target_case();

@@ -209,12 +209,19 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
     if (!(s = skinny_gemm_residual(layer.o, SkinnyInput{buf.attn, q_dim, m}, SkinnyNorm{}, attn_out, v.o.for_tokens(m), stream, layer_launch(l, FusedTraceOp::O, v.o))).ok())
       return s;
 
-    if (!(s = skinny_gemm_swiglu(layer.gate_up, xg_in, norm, SkinnySwigluOut{buf.act, model.ffn, model.ffn},
-                                 v.gate_up.for_tokens(m), stream, layer_launch(l, FusedTraceOp::GateUp, v.gate_up))).ok())
-      return s;
-
     const float* next_norm = l + 1 < model.layers.size() ? model.layers[l + 1].attn_norm : model.final_norm;
     SkinnyResidualOut ffn_out{buf.residual, model.hidden, next_norm, buf.xg, model.hidden, buf.partials};
+    const SkinnySwigluOut act{buf.act, model.ffn, model.ffn};
+    if (m <= v.ffn_one_launch_tokens) {
+      // Both projections in one launch (its timeline goes to the gate/up slot).
+      if (!(s = skinny_ffn(layer.gate_up, layer.down, xg_in, norm, act, ffn_out, model.ffn_plan, stream,
+                           layer_launch(l, FusedTraceOp::GateUp, v.gate_up))).ok())
+        return s;
+      continue;
+    }
+    if (!(s = skinny_gemm_swiglu(layer.gate_up, xg_in, norm, act, v.gate_up.for_tokens(m), stream,
+                                 layer_launch(l, FusedTraceOp::GateUp, v.gate_up))).ok())
+      return s;
     if (!(s = skinny_gemm_residual(layer.down, SkinnyInput{buf.act, model.ffn, m}, SkinnyNorm{}, ffn_out, v.down.for_tokens(m), stream, layer_launch(l, FusedTraceOp::Down, v.down))).ok())
       return s;
   }

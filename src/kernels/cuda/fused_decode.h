@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/skinny_ffn.h"
 #include "kernels/cuda/skinny_gemm.h"
 
 namespace fuselm {
@@ -34,6 +35,9 @@ struct FusedDecodeLayer {
 // The skinny GEMM variants of each decode matrix, chosen once by the plan.
 struct FusedDecodeVariants {
   SkinnyGemmChoice qkv, o, gate_up, down, lm_head;
+  // Launches of up to this many tokens run gate/up and down as one launch (skinny_ffn.h; same
+  // bits); 0 = never.
+  int ffn_one_launch_tokens = 0;
   static FusedDecodeVariants all(SkinnyGemmVariant v) {
     const SkinnyGemmChoice c = SkinnyGemmChoice::same(v);
     return {c, c, c, c, c};
@@ -51,6 +55,8 @@ struct FusedDecodeModel {
   const float* inv_freq = nullptr;  // device [head_dim / 2]
   PagedKvLayout kv_layout;
   FusedDecodeVariants variants;
+  // The one-launch FFN's schedule and counters (variants.ffn_one_launch_tokens > 0).
+  SkinnyFfnPlan ffn_plan;
   // Launch the GEMMs and the attention with programmatic dependent launch (sm_90 code only; the
   // launchers drop it elsewhere): each GEMM streams its first weights while its predecessor ends.
   bool pdl = true;

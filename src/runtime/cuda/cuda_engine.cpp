@@ -307,6 +307,7 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
     variants.gate_up = plan_skinny_gemm_choice(kernel_plan_, PlanOp::GateUp);
     variants.down = plan_skinny_gemm_choice(kernel_plan_, PlanOp::Down);
     variants.lm_head = plan_skinny_gemm_choice(kernel_plan_, PlanOp::LmHead);
+    variants.ffn_one_launch_tokens = kernel_plan_.decode.ffn_one_launch_tokens;
     // The plan's buckets up to this engine's batch limit, which closes the list.
     std::vector<int> buckets;
     for (const DecodeBucket& b : kernel_plan_.decode.buckets)

@@ -153,6 +153,20 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
   const size_t q = carve.take(sizes.q), attn = carve.take(sizes.attn), act = carve.take(sizes.act);
   const size_t workspace = carve.take(sizes.attention_workspace);
   const size_t logits = carve.take(static_cast<size_t>(buckets_.back()) * vocab * sizeof(float));
+  // The one-launch FFN's schedule (the same for every layer) and its counters.
+  FfnSchedule ffn_schedule;
+  FfnScheduleShape ffn_shape;
+  size_t ffn_offsets = 0, ffn_jobs = 0, ffn_counters = 0;
+  if (variants.ffn_one_launch_tokens > 0) {
+    int ctas = 0;
+    FUSELM_THROW_IF_FAILED(skinny_ffn_ctas(m.layers[0].gate_up, m.layers[0].down, variants.ffn_one_launch_tokens, &ctas));
+    FUSELM_THROW_IF_FAILED(skinny_ffn_schedule_shape(m.layers[0].gate_up, m.layers[0].down, variants.gate_up.variant,
+                                                     variants.down.variant, ctas, &ffn_shape));
+    ffn_schedule = make_ffn_schedule(ffn_shape);
+    ffn_offsets = carve.take(ffn_schedule.offsets.size() * sizeof(int32_t));
+    ffn_jobs = carve.take(ffn_schedule.jobs.size() * sizeof(int32_t));
+    ffn_counters = carve.take((ffn_shape.down_pieces + 1) * sizeof(int));
+  }
   buffers_ = DeviceBuffer::allocate(carve.total(), "the fused decode path's buffers");
   for (int l = 0; l < config.num_layers; ++l) {
     m.layers[l].attn_norm = weights.layers[l].attn_norm;
@@ -170,6 +184,16 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
                                                          AttentionShape{m.n_heads, m.n_kv_heads, m.head_dim, 0.0f}, attention_plan_,
                                                          kSkinnyGemmMaxTokens, stream));
   logits_ = buffers_.at<float>(logits);
+  if (variants.ffn_one_launch_tokens > 0) {
+    SkinnyFfnPlan& p = m.ffn_plan;
+    p = SkinnyFfnPlan{ffn_shape.gate_up_pieces, ffn_shape.down_pieces, ffn_shape.ctas, buffers_.at<int32_t>(ffn_offsets),
+                      buffers_.at<int32_t>(ffn_jobs), buffers_.at<int>(ffn_counters)};
+    FUSELM_CUDA_THROW(cudaMemcpyAsync(const_cast<int32_t*>(p.offsets), ffn_schedule.offsets.data(),
+                                      ffn_schedule.offsets.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+    FUSELM_CUDA_THROW(cudaMemcpyAsync(const_cast<int32_t*>(p.jobs), ffn_schedule.jobs.data(),
+                                      ffn_schedule.jobs.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+    FUSELM_CUDA_THROW(cudaMemsetAsync(p.counters, 0, (ffn_shape.down_pieces + 1) * sizeof(int), stream));
+  }
   FUSELM_CUDA_THROW(cudaStreamSynchronize(stream));
 }
 

@@ -1,0 +1,64 @@
+#pragma once
+// The decode FFN in one launch: RMSNorm (folded) -> gate/up projection -> SwiGLU -> down projection
+// -> residual add (+ the next norm's inputs), for up to 8 tokens, with the same bits as
+// skinny_gemm_swiglu followed by skinny_gemm_residual with variants of the same rounding classes.
+//
+// Why: as two kernels, the down projection's CTAs can only start streaming once the gate/up
+// kernel's CTAs leave their SMs, and its K loop waits for the whole gate/up grid; each launch pays
+// a ramp and a tail (docs/kernels/fused_decode.md). Here one persistent grid streams both
+// matrices back to back. A down piece (a fixed K range: the rounding class's cut) waits only for the
+// gate/up tiles that make its activations, announced through counters, and its weights are in flight
+// before they are ready.
+//
+// The arithmetic is the skinny GEMM's: each matrix's K is cut into the pieces of its rounding class
+// (ceil(k_tiles / pieces) k-tiles each), every piece accumulated k-tile by k-tile from zero with the
+// same mma on the same fragments, and the pieces added in order, piece 0 first. So a token's result
+// does not depend on which path ran, nor on the batch.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "kernels/cuda/ffn_schedule.h"
+#include "kernels/cuda/skinny_gemm.h"
+
+namespace fuselm {
+
+inline constexpr int kSkinnyFfnMaxTokens = 8;
+inline constexpr int kSkinnyFfnWarps = 8;
+
+// K pieces of a variant's rounding class: the cluster's K split for the CTA and register pipelines
+// (their warps split rows), the warps for the warp pipeline without a cluster split; 0 for the warp
+// pipeline with one (its class adds per-CTA warp sums, which the one-launch FFN does not).
+int skinny_k_pieces(const SkinnyGemmVariant& v);
+
+// What the one-launch FFN needs besides its operands: the schedule, on the device, and counters
+// (zero before the first launch; every launch leaves them zero). Made once for a model and GPU.
+struct SkinnyFfnPlan {
+  int gate_up_pieces = 0;
+  int down_pieces = 0;
+  int ctas = 0;
+  const int32_t* offsets = nullptr;  // device [ctas + 1]
+  const int32_t* jobs = nullptr;     // device
+  int* counters = nullptr;           // device [down_pieces + 1], zeroed
+};
+
+// The schedule shape for a gate/up matrix [2 * ffn][hidden] and a down matrix [hidden][ffn] with
+// the given variants, on `ctas` CTAs. An error where the classes cannot run in one launch.
+Status skinny_ffn_schedule_shape(const PackedWeight& gate_up, const PackedWeight& down,
+                                 const SkinnyGemmVariant& gate_up_variant, const SkinnyGemmVariant& down_variant,
+                                 int ctas, FfnScheduleShape* shape);
+
+// CTAs of the launch: one per SM when the GPU allows it for m tokens (the launch needs every CTA
+// resident at once), else an error.
+Status skinny_ffn_ctas(const PackedWeight& gate_up, const PackedWeight& down, int m, int* ctas);
+
+// act[m][ffn] = SwiGLU of the normed input through gate_up (as skinny_gemm_swiglu), then
+// residual += act through down (as skinny_gemm_residual, with its next-norm outputs). `in` is the
+// gate/up input (x * g), `norm` its folded RMSNorm. `out.xg` and `out.partials` may alias `in.x`
+// and `norm.partials` (they are written only after every gate/up tile is done).
+Status skinny_ffn(const PackedWeight& gate_up, const PackedWeight& down, const SkinnyInput& in,
+                  const SkinnyNorm& norm, const SkinnySwigluOut& act, const SkinnyResidualOut& out,
+                  const SkinnyFfnPlan& plan, cudaStream_t stream, SkinnyGemmLaunch launch = {});
+
+}  // namespace fuselm

@@ -1,0 +1,279 @@
+// The one-launch decode FFN (kernels/cuda/skinny_ffn.h) against the two skinny GEMM launches it
+// replaces (gate/up + SwiGLU, then down + residual), which skinny_gemm_test checks against the CPU
+// reference. Tolerance: none. The one launch must give the same bits (activations, residual stream,
+// the next norm's x * g and sums of squares) for every pair of rounding classes the plans use, at
+// 1 to 8 tokens, on any number of CTAs, launch after launch (its counters reset themselves), with
+// PDL and in a CUDA graph, and with the next norm's outputs written over its own inputs as the
+// decode step does.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.h"
+#include "kernels/cuda/ffn_schedule.h"
+#include "kernels/cuda/skinny_ffn.h"
+#include "kernels/cuda/skinny_gemm.h"
+#include "kernels/mma_packing.h"
+
+namespace fuselm {
+namespace {
+
+using test::DeviceArray;
+
+SkinnyGemmVariant cta(int row_tiles, int warps, int k_split) {
+  return {row_tiles, warps, k_split, SkinnyPipeline::kCtaSplitRows};
+}
+SkinnyGemmVariant warp_pipe(int warps) { return {1, warps, 1, SkinnyPipeline::kWarpSplitK}; }
+
+std::vector<uint8_t> bytes_of(const DeviceArray& a) {
+  std::vector<uint8_t> h(a.bytes());
+  a.download(h.data(), h.size());
+  return h;
+}
+
+// One FFN's weights and a token batch's inputs, on the device.
+struct FfnCase {
+  int64_t hidden, ffn;
+  int m;
+  DType dtype = DType::BF16;
+  int gate_up_group = 1;
+  std::vector<uint8_t> xg, partials, residual;  // the inputs, as bytes
+  DeviceArray gate_up_w, down_w, g_next;
+  PackedWeight gate_up, down;
+
+  FfnCase(int64_t hidden_, int64_t ffn_, int m_, int group, std::mt19937& gen)
+      : hidden(hidden_), ffn(ffn_), m(m_), gate_up_group(group),
+        gate_up_w(mma_packed_elems(2 * ffn_, hidden_, group) * 2), down_w(mma_packed_elems(hidden_, ffn_) * 2),
+        g_next(hidden_ * 4) {
+    const auto gu = test::random_floats(gen, 2 * ffn * hidden, -0.08f, 0.08f);
+    std::vector<uint16_t> packed(mma_packed_elems(2 * ffn, hidden, group));
+    const auto map = gate_up_row_map(static_cast<int>(ffn));
+    pack_mma_tiles(gu.data(), DType::F32, 2 * ffn, hidden, map, dtype, packed.data(), group);
+    gate_up_w.upload(packed.data(), packed.size() * 2);
+    const auto dw = test::random_floats(gen, hidden * ffn, -0.05f, 0.05f);
+    packed.assign(mma_packed_elems(hidden, ffn), 0);
+    pack_mma_tiles(dw.data(), DType::F32, hidden, ffn, {}, dtype, packed.data());
+    down_w.upload(packed.data(), packed.size() * 2);
+    const auto g = test::random_floats(gen, hidden, 0.5f, 1.5f);
+    g_next.upload(g.data(), g.size() * 4);
+    gate_up = PackedWeight{gate_up_w.get(), dtype, 2 * ffn, hidden, group};
+    down = PackedWeight{down_w.get(), dtype, hidden, ffn, 1};
+    xg = test::random_tensor(gen, m * hidden, dtype, -2.0f, 2.0f).bytes;
+    const auto p = test::random_floats(gen, m * mma_tiles(hidden), 1.0f, 4.0f);
+    partials.resize(p.size() * 4);
+    std::memcpy(partials.data(), p.data(), partials.size());
+    const auto r = test::random_floats(gen, m * hidden, -3.0f, 3.0f);
+    residual.resize(r.size() * 4);
+    std::memcpy(residual.data(), r.data(), residual.size());
+  }
+  int tiles() const { return static_cast<int>(mma_tiles(hidden)); }
+  SkinnyNorm norm(const DeviceArray& partials_in) const {
+    return SkinnyNorm{partials_in.get<float>(), tiles(), static_cast<int>(hidden), 1e-5f};
+  }
+};
+
+// The buffers one run writes (and, for the inputs, reads), filled with the case's inputs.
+struct FfnRun {
+  DeviceArray xg_in, partials_in, residual, act, xg_out, partials_out;
+  explicit FfnRun(const FfnCase& c)
+      : xg_in(c.xg.size()), partials_in(c.partials.size()), residual(c.residual.size()),
+        act(static_cast<size_t>(c.m) * c.ffn * 2), xg_out(c.xg.size()), partials_out(c.partials.size()) {
+    reset(c);
+  }
+  void reset(const FfnCase& c) const {
+    xg_in.upload(c.xg.data(), c.xg.size());
+    partials_in.upload(c.partials.data(), c.partials.size());
+    residual.upload(c.residual.data(), c.residual.size());
+    act.poison();
+    xg_out.poison();
+    partials_out.poison();
+  }
+  // The next norm's outputs over the FFN's own inputs (x * g and sums of squares), as in the step.
+  SkinnyResidualOut out(const FfnCase& c, bool in_place) const {
+    return SkinnyResidualOut{residual.get<float>(), c.hidden, c.g_next.get<float>(),
+                             in_place ? xg_in.get() : xg_out.get(), c.hidden,
+                             in_place ? partials_in.get<float>() : partials_out.get<float>()};
+  }
+  SkinnyInput in(const FfnCase& c) const { return SkinnyInput{xg_in.get(), c.hidden, c.m}; }
+};
+
+// The schedule and counters of one launch shape, on the device.
+struct FfnPlanOnDevice {
+  DeviceArray offsets, jobs, counters;
+  SkinnyFfnPlan plan;
+  FfnPlanOnDevice(const FfnScheduleShape& shape, const FfnSchedule& s)
+      : offsets(s.offsets.size() * 4), jobs(std::max<size_t>(s.jobs.size(), 1) * 4),
+        counters((shape.down_pieces + 1) * 4) {
+    offsets.upload(s.offsets.data(), s.offsets.size() * 4);
+    jobs.upload(s.jobs.data(), s.jobs.size() * 4);
+    cudaMemset(counters.get(), 0, counters.bytes());
+    plan = SkinnyFfnPlan{shape.gate_up_pieces, shape.down_pieces, shape.ctas, offsets.get<int32_t>(),
+                         jobs.get<int32_t>(), counters.get<int>()};
+  }
+};
+
+struct Outputs {
+  std::vector<uint8_t> act, residual, xg, partials;
+  bool operator==(const Outputs&) const = default;
+};
+
+Outputs outputs(const FfnRun& r, bool in_place) {
+  return Outputs{bytes_of(r.act), bytes_of(r.residual), bytes_of(in_place ? r.xg_in : r.xg_out),
+                 bytes_of(in_place ? r.partials_in : r.partials_out)};
+}
+
+struct ClassPair {
+  const char* name;
+  SkinnyGemmVariant gate_up, down;  // for 2+ tokens
+  int gate_up_group;
+};
+
+// The rounding classes the plans run: the 1B shape's (k2, k8), the 8B shape's (k2 in tile groups of
+// 7, k8), and two more cuts.
+const ClassPair kPairs[] = {
+    {"k2/k8", cta(1, 4, 2), cta(1, 4, 8), 1},
+    {"k2 groups of 7/k8", cta(1, 7, 2), cta(1, 4, 8), 7},
+    {"k8/k4", cta(1, 4, 8), cta(1, 4, 4), 1},
+    {"k1/k2", cta(1, 4, 1), cta(1, 4, 2), 1},
+};
+
+void check_case(const FfnCase& c, const ClassPair& pair, int ctas, bool pdl) {
+  const std::string what = std::string(pair.name) + " hidden " + std::to_string(c.hidden) + " ffn " +
+                           std::to_string(c.ffn) + " m " + std::to_string(c.m) + " ctas " + std::to_string(ctas) +
+                           (pdl ? " pdl" : "");
+  SCOPED_TRACE(what);
+  // The two launches, as the decode step runs them.
+  FfnRun ref(c);
+  ASSERT_STATUS_OK(skinny_gemm_swiglu(c.gate_up, ref.in(c), c.norm(ref.partials_in),
+                                      SkinnySwigluOut{ref.act.get(), c.ffn, static_cast<int>(c.ffn)}, pair.gate_up,
+                                      nullptr));
+  ASSERT_STATUS_OK(skinny_gemm_residual(c.down, SkinnyInput{ref.act.get(), c.ffn, c.m}, SkinnyNorm{},
+                                        ref.out(c, false), pair.down, nullptr));
+  ASSERT_CUDA_OK(cudaDeviceSynchronize());
+  const Outputs want = outputs(ref, false);
+
+  FfnScheduleShape shape;
+  ASSERT_STATUS_OK(skinny_ffn_schedule_shape(c.gate_up, c.down, pair.gate_up, pair.down, ctas, &shape));
+  FfnPlanOnDevice plan(shape, make_ffn_schedule(shape));
+  FfnRun run(c);
+  SkinnyGemmLaunch launch;
+  launch.pdl = pdl;
+  for (int rep = 0; rep < 3; ++rep) {  // the counters must be zero again after each launch
+    for (bool in_place : {false, true}) {
+      run.reset(c);
+      ASSERT_STATUS_OK(skinny_ffn(c.gate_up, c.down, run.in(c), c.norm(run.partials_in),
+                                  SkinnySwigluOut{run.act.get(), c.ffn, static_cast<int>(c.ffn)}, run.out(c, in_place),
+                                  plan.plan, nullptr, launch));
+      ASSERT_CUDA_OK(cudaDeviceSynchronize());
+      const Outputs got = outputs(run, in_place);
+      EXPECT_TRUE(got.act == want.act) << "activations, rep " << rep << (in_place ? " in place" : "");
+      EXPECT_TRUE(got.residual == want.residual) << "residual, rep " << rep << (in_place ? " in place" : "");
+      EXPECT_TRUE(got.xg == want.xg) << "x * g, rep " << rep << (in_place ? " in place" : "");
+      EXPECT_TRUE(got.partials == want.partials) << "sums of squares, rep " << rep << (in_place ? " in place" : "");
+    }
+  }
+}
+
+TEST(SkinnyFfn, GivesTheTwoLaunchesBitsForEveryClassPair) {
+  FUSELM_REQUIRE_GPU();
+  std::mt19937 gen(7);
+  int sms = 0;
+  ASSERT_CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  // 1792 = 7 * 256 (whole tile groups of 7); 1368 / 520: partial row tiles and a shorter last piece.
+  for (auto [hidden, ffn] : {std::pair<int64_t, int64_t>{256, 1792}, {520, 1368}}) {
+    for (int m : {1, 5, 8}) {
+      for (const ClassPair& pair : kPairs) {
+        if (pair.gate_up_group > 1 && mma_tiles(2 * ffn) % pair.gate_up_group != 0) continue;
+        FfnCase c(hidden, ffn, m, pair.gate_up_group, gen);
+        check_case(c, pair, sms, false);
+        check_case(c, pair, 5, false);  // several jobs a CTA
+      }
+    }
+  }
+}
+
+// One token runs the single-token variants (the warp-pipeline twins of the k4 / k8 CTA variants) in
+// the two launches: the one launch must give those bits too.
+TEST(SkinnyFfn, GivesTheSingleTokenVariantsBits) {
+  FUSELM_REQUIRE_GPU();
+  std::mt19937 gen(11);
+  FfnCase c(512, 1792, 1, 1, gen);
+  check_case(c, ClassPair{"k2/rt1_w8", cta(1, 4, 2), warp_pipe(8), 1}, 16, false);
+  check_case(c, ClassPair{"rt1_w4/k8", warp_pipe(4), cta(1, 4, 8), 1}, 16, false);
+}
+
+TEST(SkinnyFfn, PdlLaunchesAndGraphReplaysGiveTheSameBits) {
+  FUSELM_REQUIRE_GPU();
+  std::mt19937 gen(13);
+  FfnCase c(512, 1792, 2, 1, gen);
+  const ClassPair pair = kPairs[0];
+  check_case(c, pair, 24, true);
+
+  // A graph of the reference's two launches' inputs being reset, then the one launch with PDL.
+  FfnScheduleShape shape;
+  ASSERT_STATUS_OK(skinny_ffn_schedule_shape(c.gate_up, c.down, pair.gate_up, pair.down, 24, &shape));
+  FfnPlanOnDevice plan(shape, make_ffn_schedule(shape));
+  FfnRun ref(c), run(c);
+  SkinnyGemmLaunch launch;
+  launch.pdl = true;
+  ASSERT_STATUS_OK(skinny_ffn(c.gate_up, c.down, ref.in(c), c.norm(ref.partials_in),
+                              SkinnySwigluOut{ref.act.get(), c.ffn, static_cast<int>(c.ffn)}, ref.out(c, true),
+                              plan.plan, nullptr, launch));
+  ASSERT_CUDA_OK(cudaDeviceSynchronize());
+  const Outputs want = outputs(ref, true);
+  cudaStream_t stream;
+  ASSERT_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  ASSERT_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  cudaMemcpyAsync(run.xg_in.get(), c.xg.data(), c.xg.size(), cudaMemcpyHostToDevice, stream);
+  cudaMemcpyAsync(run.partials_in.get(), c.partials.data(), c.partials.size(), cudaMemcpyHostToDevice, stream);
+  cudaMemcpyAsync(run.residual.get(), c.residual.data(), c.residual.size(), cudaMemcpyHostToDevice, stream);
+  const Status launched = skinny_ffn(c.gate_up, c.down, run.in(c), c.norm(run.partials_in),
+                                     SkinnySwigluOut{run.act.get(), c.ffn, static_cast<int>(c.ffn)}, run.out(c, true),
+                                     plan.plan, stream, launch);
+  ASSERT_CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  ASSERT_STATUS_OK(launched);
+  cudaGraphExec_t exec;
+  ASSERT_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int rep = 0; rep < 3; ++rep) {
+    run.act.poison();
+    ASSERT_CUDA_OK(cudaGraphLaunch(exec, stream));
+    ASSERT_CUDA_OK(cudaStreamSynchronize(stream));
+    EXPECT_TRUE(outputs(run, true) == want) << "graph replay " << rep;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST(SkinnyFfn, RefusesWhatItCannotRun) {
+  FUSELM_REQUIRE_GPU();
+  std::mt19937 gen(17);
+  FfnCase c(256, 1792, 8, 1, gen);
+  FfnScheduleShape shape;
+  // A warp pipeline with a cluster split adds per-CTA warp sums: not one of the cuts it runs.
+  const Status mixed = skinny_ffn_schedule_shape(c.gate_up, c.down, SkinnyGemmVariant{1, 4, 2}, cta(1, 4, 8), 8, &shape);
+  EXPECT_FALSE(mixed.ok());
+  EXPECT_NE(mixed.message().find("pieces"), std::string::npos) << mixed.message();
+  // Matrices that are not one FFN's.
+  PackedWeight wrong = c.down;
+  wrong.cols = 1000;
+  EXPECT_FALSE(skinny_ffn_schedule_shape(c.gate_up, wrong, cta(1, 4, 2), cta(1, 4, 8), 8, &shape).ok());
+  ASSERT_STATUS_OK(skinny_ffn_schedule_shape(c.gate_up, c.down, cta(1, 4, 2), cta(1, 4, 8), 8, &shape));
+  FfnPlanOnDevice plan(shape, make_ffn_schedule(shape));
+  FfnRun run(c);
+  SkinnyInput nine = run.in(c);
+  nine.m = 9;
+  const Status too_many = skinny_ffn(c.gate_up, c.down, nine, c.norm(run.partials_in),
+                                     SkinnySwigluOut{run.act.get(), c.ffn, static_cast<int>(c.ffn)}, run.out(c, false),
+                                     plan.plan, nullptr);
+  EXPECT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.message().find("m=9"), std::string::npos) << too_many.message();
+}
+
+}  // namespace
+}  // namespace fuselm
