@@ -160,7 +160,10 @@ TEST(DecodeTimeline, DISABLED_Lab) {
           for (int op = 0; op < 5; ++op) {
             const int i = fused_decode_trace_slot(l, static_cast<FusedTraceOp>(op));
             const KernelTrace& k = t[static_cast<size_t>(i)];
-            const double prev_end = static_cast<double>(t[static_cast<size_t>(i - 1)].end());
+            if (k.start == KernelTrace::kUnset) continue;  // not launched (the one-launch FFN has no down)
+            int prev = i - 1;
+            while (prev > 0 && t[static_cast<size_t>(prev)].start == KernelTrace::kUnset) --prev;
+            const double prev_end = static_cast<double>(t[static_cast<size_t>(prev)].end());
             const uint64_t at[kColumns] = {k.start,   k.last_start(), k.released, k.last_released(),
                                            k.mark(0), k.mark(1),      k.mark(2),  k.mark(3),
                                            k.mark(4), k.mark(5),      k.end(),      k.first_end};

@@ -54,9 +54,11 @@ struct FfnArgs {
 
 // The item a warp takes in a job: row tile `tile` of the job's matrix, k-tiles [kb, ke).
 struct FfnItem {
-  const uint4* w = nullptr;  // the job's matrix (copied: a pointer into the kernel's parameters would
-  int64_t k_tiles = 0;       // put them in local memory)
-  int group = 1;
+  // The lane's 16 bytes of k-tile kb of the tile, and the distance to the next k-tile's (in 16-byte
+  // vectors): the issue loop then adds instead of dividing by the tile group per k-tile, which cost
+  // more issue slots than the stream can spare (a 64-bit division is ~100 instructions).
+  const uint4* src = nullptr;
+  int64_t kt_stride = 0;
   int pieces = 1;
   bool down = false;
   bool has_tile = false;  // the job's tile of this warp is in the matrix
@@ -70,9 +72,6 @@ __device__ __forceinline__ FfnItem ffn_item(const FfnArgs& a, int32_t code, int 
   FfnItem it;
   it.down = (code & kFfnDownJob) != 0;
   const FfnMatrix mat = it.down ? a.down : a.gate_up;
-  it.w = mat.w;
-  it.k_tiles = mat.k_tiles;
-  it.group = mat.group;
   it.pieces = mat.pieces;
   it.piece = warp % mat.pieces;
   it.tile = static_cast<int64_t>(code & ~kFfnDownJob) + warp / mat.pieces;
@@ -80,6 +79,10 @@ __device__ __forceinline__ FfnItem ffn_item(const FfnArgs& a, int32_t code, int 
   it.kb = it.piece * mat.piece_k_tiles;
   it.ke = min(mat.k_tiles, it.kb + mat.piece_k_tiles);
   it.stages = it.has_tile && it.ke > it.kb ? static_cast<int>((it.ke - it.kb + kStageKTiles - 1) / kStageKTiles) : 0;
+  if (it.stages > 0) {
+    it.src = mat.w + mma_tile_index(it.tile, it.kb, mat.k_tiles, mat.group) * 32 + (threadIdx.x % 32);
+    it.kt_stride = static_cast<int64_t>(mat.group) * 32;  // a tile group's tiles of one k-tile lie together
+  }
   return it;
 }
 
@@ -133,15 +136,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1) skinny_ffn_kernel(FfnArgs a) {
     }
     if (issue_job < j1) {
       uint4* dst = ring + (issued % STAGES) * kStageVectors;
+      const int first = issue_stage * kStageKTiles;
+      const int64_t left = issue_item.ke - issue_item.kb - first;
+      const int n = left < kStageKTiles ? static_cast<int>(left) : kStageKTiles;
+      const uint4* src = issue_item.src + first * issue_item.kt_stride;
 #pragma unroll
-      for (int u = 0; u < kStageKTiles; ++u) {
-        const int64_t kt = issue_item.kb + static_cast<int64_t>(issue_stage) * kStageKTiles + u;
-        if (kt >= issue_item.ke) break;
-        cp_async_16_evict_first(dst + u * 32 + lane,
-                                issue_item.w +
-                                    mma_tile_index(issue_item.tile, kt, issue_item.k_tiles, issue_item.group) * 32 + lane,
-                                policy);
-      }
+      for (int u = 0; u < kStageKTiles; ++u)
+        if (u < n) cp_async_16_evict_first(dst + u * 32 + lane, src + u * issue_item.kt_stride, policy);
       ++issue_stage;
       ++issued;
     } else if (!all_issued) {
