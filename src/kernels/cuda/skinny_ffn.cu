@@ -108,6 +108,17 @@ __device__ __forceinline__ void stage_rows(T* dst, int stride, const T* src, int
   }
 }
 
+// The warps of one row tile of a job meet here (named barriers: gate/up tiles 1..4, down tiles 5..8,
+// so that a warp entering the down phase never meets a barrier still in use for gate/up tiles).
+__device__ __forceinline__ void slot_barrier(const FfnItem& it, int warp) {
+  if (it.pieces == 1) {
+    __syncwarp();
+    return;
+  }
+  const int id = 1 + (it.down ? kWarps / 2 : 0) + warp / it.pieces;
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(it.pieces * 32) : "memory");
+}
+
 template <typename T, int STAGES>
 __global__ void __launch_bounds__(kWarps * 32, 1) skinny_ffn_kernel(FfnArgs a) {
   extern __shared__ __align__(128) unsigned char smem[];
@@ -215,7 +226,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1) skinny_ffn_kernel(FfnArgs a) {
     float* job_red = red + ((j - j0) & 1) * (kWarps * 4 * 32);
 #pragma unroll
     for (int i = 0; i < 4; ++i) job_red[(warp * 4 + i) * 32 + lane] = acc[0][i];
-    __syncthreads();  // (two buffers: a buffer is rewritten only after the next job's barrier)
+    // Only the warps of one row tile wait for each other: a CTA-wide barrier made every warp wait
+    // for the slowest epilogue of the job before (two buffers: a warp rewrites its entry only after
+    // the next job's barrier, which its finisher passes after reading it).
+    slot_barrier(it, warp);
     if (!finisher) continue;
     const int pieces = it.pieces;
     float c[1][4];
@@ -229,10 +243,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1) skinny_ffn_kernel(FfnArgs a) {
     } else {
       if (a.norm.partials != nullptr) scale_by_rstd<1>(c, rstd, t, a.m);
       a.swiglu.template apply<T, 1>(it.tile, g, t, c, a.m, NoOperands{});
-      // Announce the tile to the down piece it feeds: every lane's stores first.
-      __threadfence();
+      // Announce the tile to the down piece it feeds, after every lane's stores (the warp barrier
+      // orders them before lane 0's fence). One fence a tile: one a lane stalled the finisher's ring.
       __syncwarp();
-      if (lane == 0) atomicAdd(a.counters + ffn_down_piece_of(it.tile, a.down.piece_k_tiles), 1);
+      if (lane == 0) {
+        __threadfence();
+        atomicAdd(a.counters + ffn_down_piece_of(it.tile, a.down.piece_k_tiles), 1);
+      }
     }
   }
   cp_async_wait<0>();
@@ -381,11 +398,14 @@ Status skinny_ffn(const PackedWeight& gate_up, const PackedWeight& down, const S
   const FfnSmem sm = ffn_smem(a.gate_up.k_tiles, a.down.piece_k_tiles, m);
   a.xs_stride = sm.xs_stride;
   a.as_stride = sm.as_stride;
-  // The deeper ring where it fits: one CTA per SM streams for the whole GPU, and a warp's K loop
-  // only stays ahead of the memory latency with ~16 KB in flight.
+  // The deepest ring that fits: one CTA per SM streams for the whole GPU, and a warp whose ring
+  // runs dry during its epilogue or a wait for activations holds the SM's stream back.
   const DeviceLimits limits = device_limits();
   const size_t limit = limits.max_smem_per_block > 0 ? static_cast<size_t>(limits.max_smem_per_block) : 227 * 1024;
   const bool bf16 = gate_up.dtype == DType::BF16;
+  if (sm.bytes_without_ring + ring_bytes<12>() <= limit)
+    return bf16 ? launch_ffn<__nv_bfloat16, 12>(a, sm.bytes_without_ring + ring_bytes<12>(), plan.ctas, options, stream)
+                : launch_ffn<__half, 12>(a, sm.bytes_without_ring + ring_bytes<12>(), plan.ctas, options, stream);
   if (sm.bytes_without_ring + ring_bytes<8>() <= limit)
     return bf16 ? launch_ffn<__nv_bfloat16, 8>(a, sm.bytes_without_ring + ring_bytes<8>(), plan.ctas, options, stream)
                 : launch_ffn<__half, 8>(a, sm.bytes_without_ring + ring_bytes<8>(), plan.ctas, options, stream);
