@@ -8,7 +8,9 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -273,6 +275,71 @@ TEST(SkinnyFfn, RefusesWhatItCannotRun) {
                                      plan.plan, nullptr);
   EXPECT_FALSE(too_many.ok());
   EXPECT_NE(too_many.message().find("m=9"), std::string::npos) << too_many.message();
+}
+
+// Lab: the one launch against the two on the Llama-3.2-1B and -3.1-8B FFN shapes at one token,
+// each launch sequence alone on a stream with PDL (no neighbours), CUDA events over 200 launches,
+// and the one launch's ring at 4, 8 and 12 stages. Prints us per FFN and the weight stream's TB/s.
+TEST(SkinnyFfn, DISABLED_Lab) {
+  FUSELM_REQUIRE_GPU();
+  std::mt19937 gen(19);
+  int sms = 0;
+  ASSERT_CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  struct Shape {
+    const char* name;
+    int64_t hidden, ffn;
+    int gate_up_group;
+    SkinnyGemmVariant gate_up, down_one;  // the rules' one-token variants
+  };
+  for (const Shape& sh : {Shape{"llama-3.2-1b", 2048, 8192, 1, cta(1, 4, 2), warp_pipe(8)},
+                          Shape{"llama-3.1-8b", 4096, 14336, 7, cta(1, 7, 2), warp_pipe(8)}}) {
+    FfnCase c(sh.hidden, sh.ffn, 1, sh.gate_up_group, gen);
+    FfnRun run(c);
+    const double bytes = 2.0 * (2 * sh.ffn * sh.hidden + sh.hidden * sh.ffn);
+    cudaStream_t stream;
+    ASSERT_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    SkinnyGemmLaunch pdl;
+    pdl.pdl = true;
+    SkinnyGemmLaunch balanced = pdl;
+    balanced.balance_sms = true;
+    auto time_us = [&](const std::function<Status()>& launch) {
+      for (int i = 0; i < 20; ++i) EXPECT_TRUE(launch().ok());
+      cudaEvent_t a, b;
+      cudaEventCreate(&a);
+      cudaEventCreate(&b);
+      constexpr int kReps = 200;
+      cudaEventRecord(a, stream);
+      for (int i = 0; i < kReps; ++i) EXPECT_TRUE(launch().ok());
+      cudaEventRecord(b, stream);
+      cudaEventSynchronize(b);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, a, b);
+      cudaEventDestroy(a);
+      cudaEventDestroy(b);
+      return ms * 1e3 / kReps;
+    };
+    const SkinnySwigluOut act{run.act.get(), c.ffn, static_cast<int>(c.ffn)};
+    const double two = time_us([&] {
+      Status s = skinny_gemm_swiglu(c.gate_up, run.in(c), c.norm(run.partials_in), act, sh.gate_up, stream, balanced);
+      if (!s.ok()) return s;
+      return skinny_gemm_residual(c.down, SkinnyInput{run.act.get(), c.ffn, 1}, SkinnyNorm{}, run.out(c, false),
+                                  sh.down_one, stream, pdl);
+    });
+    std::printf("[bench] %-13s two launches        %7.2f us  %5.2f TB/s\n", sh.name, two, bytes / two * 1e-6);
+    FfnScheduleShape shape;
+    ASSERT_STATUS_OK(skinny_ffn_schedule_shape(c.gate_up, c.down, sh.gate_up, cta(1, 4, 8), sms, &shape));
+    FfnPlanOnDevice plan(shape, make_ffn_schedule(shape));
+    for (int stages : {4, 8, 12}) {
+      plan.plan.max_stages = stages;
+      const double one = time_us([&] {
+        return skinny_ffn(c.gate_up, c.down, run.in(c), c.norm(run.partials_in), act, run.out(c, false), plan.plan,
+                          stream, pdl);
+      });
+      std::printf("[bench] %-13s one launch, %2d stages %7.2f us  %5.2f TB/s\n", sh.name, stages, one,
+                  bytes / one * 1e-6);
+    }
+    cudaStreamDestroy(stream);
+  }
 }
 
 }  // namespace

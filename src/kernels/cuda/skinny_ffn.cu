@@ -403,10 +403,11 @@ Status skinny_ffn(const PackedWeight& gate_up, const PackedWeight& down, const S
   const DeviceLimits limits = device_limits();
   const size_t limit = limits.max_smem_per_block > 0 ? static_cast<size_t>(limits.max_smem_per_block) : 227 * 1024;
   const bool bf16 = gate_up.dtype == DType::BF16;
-  if (sm.bytes_without_ring + ring_bytes<12>() <= limit)
+  const int most = plan.max_stages > 0 ? plan.max_stages : 12;
+  if (most >= 12 && sm.bytes_without_ring + ring_bytes<12>() <= limit)
     return bf16 ? launch_ffn<__nv_bfloat16, 12>(a, sm.bytes_without_ring + ring_bytes<12>(), plan.ctas, options, stream)
                 : launch_ffn<__half, 12>(a, sm.bytes_without_ring + ring_bytes<12>(), plan.ctas, options, stream);
-  if (sm.bytes_without_ring + ring_bytes<8>() <= limit)
+  if (most >= 8 && sm.bytes_without_ring + ring_bytes<8>() <= limit)
     return bf16 ? launch_ffn<__nv_bfloat16, 8>(a, sm.bytes_without_ring + ring_bytes<8>(), plan.ctas, options, stream)
                 : launch_ffn<__half, 8>(a, sm.bytes_without_ring + ring_bytes<8>(), plan.ctas, options, stream);
   if (sm.bytes_without_ring + ring_bytes<4>() <= limit)

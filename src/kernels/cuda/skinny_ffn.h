@@ -41,6 +41,8 @@ struct SkinnyFfnPlan {
   const int32_t* offsets = nullptr;  // device [ctas + 1]
   const int32_t* jobs = nullptr;     // device
   int* counters = nullptr;           // device [down_pieces + 1], zeroed
+  // The most 2 KB stages a warp's ring holds (4, 8 or 12; 0: the most that fit). Same bits.
+  int max_stages = 0;
 };
 
 // The schedule shape for a gate/up matrix [2 * ffn][hidden] and a down matrix [hidden][ffn] with
