@@ -76,9 +76,12 @@ TEST(DecodeTimeline, EveryKernelStampsAnOrderedRecord) {
   ASSERT_EQ(steps.size(), 3u);
   for (const std::vector<KernelTrace>& trace : steps) {
     ASSERT_EQ(trace.size(), static_cast<size_t>(fused_decode_trace_slots(config.num_layers)));
+    size_t prev = 0;  // the last slot a kernel stamped
     for (size_t i = 0; i < trace.size(); ++i) {
       const KernelTrace& t = trace[i];
       SCOPED_TRACE("slot " + std::to_string(i));
+      // A step with the FFN in one launch (decode.ffn_one_launch_tokens) stamps no down slot.
+      if (t.start == KernelTrace::kUnset && i > 1 && (i - 1) % 5 == static_cast<size_t>(FusedTraceOp::Down)) continue;
       ASSERT_NE(t.start, KernelTrace::kUnset);
       ASSERT_NE(t.released, KernelTrace::kUnset);
       ASSERT_NE(t.end_complement, KernelTrace::kUnset);
@@ -111,7 +114,8 @@ TEST(DecodeTimeline, EveryKernelStampsAnOrderedRecord) {
       EXPECT_GT(ctas, 0);
       // A kernel is released only once its predecessor has ended (programmatic dependent launch
       // lets it start earlier, never read earlier).
-      if (i > 0) EXPECT_GE(t.released, trace[i - 1].end());
+      if (i > 0) EXPECT_GE(t.released, trace[prev].end());
+      prev = i;
     }
   }
   // Without the tuning flag there is no timeline.

@@ -398,12 +398,14 @@ Status skinny_ffn(const PackedWeight& gate_up, const PackedWeight& down, const S
   const FfnSmem sm = ffn_smem(a.gate_up.k_tiles, a.down.piece_k_tiles, m);
   a.xs_stride = sm.xs_stride;
   a.as_stride = sm.as_stride;
-  // The deepest ring that fits: one CTA per SM streams for the whole GPU, and a warp whose ring
-  // runs dry during its epilogue or a wait for activations holds the SM's stream back.
+  // The deepest ring that fits, up to `most`: one CTA per SM streams for the whole GPU, and a warp
+  // whose ring runs dry during its epilogue or a wait for activations holds the SM's stream back.
   const DeviceLimits limits = device_limits();
   const size_t limit = limits.max_smem_per_block > 0 ? static_cast<size_t>(limits.max_smem_per_block) : 227 * 1024;
   const bool bf16 = gate_up.dtype == DType::BF16;
-  const int most = plan.max_stages > 0 ? plan.max_stages : 12;
+  // 8 by default: 12 were no faster alone (docs/kernels/skinny_ffn.md, s21e) and keep more of the SM
+  // from the neighbouring kernels' CTAs.
+  const int most = plan.max_stages > 0 ? plan.max_stages : 8;
   if (most >= 12 && sm.bytes_without_ring + ring_bytes<12>() <= limit)
     return bf16 ? launch_ffn<__nv_bfloat16, 12>(a, sm.bytes_without_ring + ring_bytes<12>(), plan.ctas, options, stream)
                 : launch_ffn<__half, 12>(a, sm.bytes_without_ring + ring_bytes<12>(), plan.ctas, options, stream);

@@ -41,7 +41,7 @@ struct SkinnyFfnPlan {
   const int32_t* offsets = nullptr;  // device [ctas + 1]
   const int32_t* jobs = nullptr;     // device
   int* counters = nullptr;           // device [down_pieces + 1], zeroed
-  // The most 2 KB stages a warp's ring holds (4, 8 or 12; 0: the most that fit). Same bits.
+  // The most 2 KB stages a warp's ring holds (4, 8 or 12; 0: 8, or 4 where 8 do not fit). Same bits.
   int max_stages = 0;
 };
 
