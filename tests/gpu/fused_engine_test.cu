@@ -210,6 +210,24 @@ TEST(FusedEngine, DecodeIsBitwiseBatchInvariant) {
   EXPECT_EQ(0, std::memcmp(alone.data(), run_target(*second, prompt, feed, 0, 1).data(), alone.size() * sizeof(float)));
 }
 
+// The rule plan for the target case's model and engine options, to edit.
+Plan rule_plan(const TargetCase& c, const EngineOptions& o) {
+  return make_rule_plan(c.config, o.dtype, query_gpu_identity(),
+                        make_plan_limits(c.config, o.max_batch, o.max_prefill_tokens, o.max_seq_len));
+}
+
+// An engine running `plan` (completed here), through a plan file as a user would give it.
+std::unique_ptr<CudaEngine> engine_with_plan(const TargetCase& c, const EngineOptions& o, Plan plan) {
+  complete_plan(plan);
+  const std::string path = testing::TempDir() + "fuselm-test-plan-" + std::to_string(getpid()) + ".json";
+  save_plan_file(plan, path);
+  EngineOptions with_plan = o;
+  with_plan.plan_file = path;
+  auto engine = make_cuda_engine(*c.model, with_plan);
+  std::remove(path.c_str());
+  return engine;
+}
+
 // Plans whose decode GEMMs run the register pipeline, or the CTA pipeline, for every token count (so
 // their weights are packed in tile groups: skinny_tile_group), each op in the rules' rounding class,
 // decode with the rules' bits: alone, and beside 15 others (16-token launches). So do the rules' own
@@ -230,8 +248,7 @@ TEST(FusedEngine, TileGroupPlansGiveTheRulesBits) {
   };
   for (const Arm& arm : {Arm{"rt1_w8", "_reg", false}, Arm{"rt1_w8", "_cta", false}, Arm{"rt1_w7", "_cta", true},
                          Arm{"", "", true}}) {
-    Plan plan = make_rule_plan(c.config, o.dtype, query_gpu_identity(),
-                               make_plan_limits(c.config, o.max_batch, o.max_prefill_tokens, o.max_seq_len));
+    Plan plan = rule_plan(c, o);
     for (DecodeGemmChoice& g : plan.decode.gemm) {
       g.balance_sms = g.single_token_balance_sms = arm.balance_sms;
       if (arm.shape.empty()) continue;
@@ -241,13 +258,7 @@ TEST(FusedEngine, TileGroupPlansGiveTheRulesBits) {
       ASSERT_EQ(skinny_rounding_class(name), cls);
       g.variant = g.single_token_variant = name;
     }
-    complete_plan(plan);
-    const std::string path = testing::TempDir() + "fuselm-tile-group-plan-" + std::to_string(getpid()) + ".json";
-    save_plan_file(plan, path);
-    EngineOptions with_plan = o;
-    with_plan.plan_file = path;
-    auto engine = make_cuda_engine(*c.model, with_plan);
-    std::remove(path.c_str());
+    auto engine = engine_with_plan(c, o, plan);
     for (int others : {0, 15}) {
       const std::vector<float> got = run_target(*engine, c.prompt, c.feed, others, 300 + others);
       ASSERT_EQ(got.size(), want.size());
@@ -268,17 +279,9 @@ TEST(FusedEngine, OneLaunchFfnGivesTheTwoLaunchesBits) {
   const TargetCase c = target_case();
   const EngineOptions o = options(ExecutionPath::Fused);
   auto engine_with = [&](int ffn_one_launch_tokens) {
-    Plan plan = make_rule_plan(c.config, o.dtype, query_gpu_identity(),
-                               make_plan_limits(c.config, o.max_batch, o.max_prefill_tokens, o.max_seq_len));
+    Plan plan = rule_plan(c, o);
     plan.decode.ffn_one_launch_tokens = ffn_one_launch_tokens;
-    complete_plan(plan);
-    const std::string path = testing::TempDir() + "fuselm-ffn-plan-" + std::to_string(getpid()) + ".json";
-    save_plan_file(plan, path);
-    EngineOptions with_plan = o;
-    with_plan.plan_file = path;
-    auto engine = make_cuda_engine(*c.model, with_plan);
-    std::remove(path.c_str());
-    return engine;
+    return engine_with_plan(c, o, plan);
   };
   auto two = engine_with(0), one = engine_with(kDecodeFfnOneLaunchMaxTokens);
   for (int others : {0, 6, 15}) {

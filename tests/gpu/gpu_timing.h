@@ -31,4 +31,26 @@ double median_ms(F&& fn, int reps = 20) {
   return times[times.size() / 2];
 }
 
+// Mean time in ms of one run of `fn` over `reps` runs launched back to back on `stream` after 20
+// warm-ups: launches that overlap their neighbours (programmatic dependent launch) are timed as a
+// chain, as the decode step runs them. `fn` returns false on an error, which stops the timing (-1).
+template <class F>
+double back_to_back_ms(F&& fn, cudaStream_t stream, int reps = 200) {
+  for (int i = 0; i < 20; ++i)
+    if (!fn()) return -1.0;
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  cudaEventRecord(start, stream);
+  bool ok = true;
+  for (int i = 0; i < reps && ok; ++i) ok = fn();
+  cudaEventRecord(stop, stream);
+  cudaEventSynchronize(stop);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ok ? ms / reps : -1.0;
+}
+
 }  // namespace fuselm::test

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "gpu_timing.h"
 #include "kernels/cuda/ffn_schedule.h"
 #include "kernels/cuda/skinny_ffn.h"
 #include "kernels/cuda/skinny_gemm.h"
@@ -303,20 +304,9 @@ TEST(SkinnyFfn, DISABLED_Lab) {
     SkinnyGemmLaunch balanced = pdl;
     balanced.balance_sms = true;
     auto time_us = [&](const std::function<Status()>& launch) {
-      for (int i = 0; i < 20; ++i) EXPECT_TRUE(launch().ok());
-      cudaEvent_t a, b;
-      cudaEventCreate(&a);
-      cudaEventCreate(&b);
-      constexpr int kReps = 200;
-      cudaEventRecord(a, stream);
-      for (int i = 0; i < kReps; ++i) EXPECT_TRUE(launch().ok());
-      cudaEventRecord(b, stream);
-      cudaEventSynchronize(b);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, a, b);
-      cudaEventDestroy(a);
-      cudaEventDestroy(b);
-      return ms * 1e3 / kReps;
+      const double ms = test::back_to_back_ms([&] { return launch().ok(); }, stream);
+      EXPECT_GT(ms, 0.0) << "a launch failed";
+      return ms * 1e3;
     };
     const SkinnySwigluOut act{run.act.get(), c.ffn, static_cast<int>(c.ffn)};
     const double two = time_us([&] {
