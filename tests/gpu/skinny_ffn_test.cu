@@ -328,6 +328,42 @@ TEST(SkinnyFfn, DISABLED_Lab) {
       std::printf("[bench] %-13s one launch, %2d stages %7.2f us  %5.2f TB/s\n", sh.name, stages, one,
                   bytes / one * 1e-6);
     }
+    // Where a CTA's time goes (default ring): one more launch behind a warm one, with the lab
+    // stamps, each event's mean and latest over the CTAs, us after the first CTA's start.
+    plan.plan.max_stages = 0;
+    DeviceArray stamps(static_cast<size_t>(sms) * kSkinnyFfnStamps * sizeof(uint64_t));
+    cudaMemsetAsync(stamps.get(), 0, stamps.bytes(), stream);
+    plan.plan.lab_stamps = stamps.get<uint64_t>();
+    ASSERT_STATUS_OK(skinny_ffn(c.gate_up, c.down, run.in(c), c.norm(run.partials_in), act, run.out(c, false),
+                                plan.plan, stream, pdl));
+    ASSERT_CUDA_OK(cudaStreamSynchronize(stream));
+    plan.plan.lab_stamps = nullptr;
+    std::vector<uint64_t> at(static_cast<size_t>(sms) * kSkinnyFfnStamps);
+    stamps.download(at.data(), at.size() * sizeof(uint64_t));
+    uint64_t first = ~uint64_t{0};
+    for (int c2 = 0; c2 < sms; ++c2) first = std::min(first, at[static_cast<size_t>(c2) * kSkinnyFfnStamps]);
+    std::printf("[bench] %-13s stamps, us after the first CTA's start (mean / latest over the CTAs that have it):\n",
+                sh.name);
+    for (int e = 0; e < kSkinnyFfnStamps; ++e) {
+      double sum = 0, latest = 0;
+      int n = 0;
+      for (int c2 = 0; c2 < sms; ++c2) {
+        const uint64_t t = at[static_cast<size_t>(c2) * kSkinnyFfnStamps + e];
+        if (t == 0) continue;
+        const double us = (t - first) * 1e-3;
+        sum += us;
+        latest = std::max(latest, us);
+        ++n;
+      }
+      if (n == 0) continue;
+      const std::string name = e == kFfnStampStart          ? "start"
+                               : e == kFfnStampInputsStaged  ? "inputs staged"
+                               : e == kFfnStampFirstStage    ? "first stage (warp 0)"
+                               : e < kFfnStampJobEnd         ? "down ready, warp " + std::to_string(e - kFfnStampDownReady)
+                               : e < kFfnStampEnd            ? "job " + std::to_string(e - kFfnStampJobEnd) + " done"
+                                                             : "end";
+      std::printf("[bench] %-13s   %-22s %7.2f / %7.2f  (%d CTAs)\n", sh.name, name.c_str(), sum / n, latest, n);
+    }
     cudaStreamDestroy(stream);
   }
 }

@@ -47,6 +47,7 @@ struct FfnArgs {
   const int32_t* offsets = nullptr;
   const int32_t* jobs = nullptr;
   int* counters = nullptr;  // [down pieces]: gate/up tiles done per down piece; [down pieces]: CTAs done
+  uint64_t* stamps = nullptr;  // SkinnyFfnPlan::lab_stamps
   int xs_stride = 0;        // elements per staged input row
   int as_stride = 0;        // elements per staged activation row of a down item
   KernelTrace* trace = nullptr;
@@ -84,6 +85,11 @@ __device__ __forceinline__ FfnItem ffn_item(const FfnArgs& a, int32_t code, int 
     it.kt_stride = static_cast<int64_t>(mat.group) * 32;  // a tile group's tiles of one k-tile lie together
   }
   return it;
+}
+
+// Lab stamp `event` of this CTA (SkinnyFfnPlan::lab_stamps), from one thread.
+__device__ __forceinline__ void stamp(uint64_t* stamps, int event) {
+  if (stamps != nullptr) stamps[blockIdx.x * kSkinnyFfnStamps + event] = global_timer_ns();
 }
 
 __device__ __forceinline__ int load_acquire(const int* p) {
@@ -125,7 +131,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1) skinny_ffn_kernel(FfnArgs a) {
   __shared__ float rstd[kSkinnyFfnMaxTokens];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
-  if (threadIdx.x == 0) trace_start(a.trace);
+  if (threadIdx.x == 0) {
+    trace_start(a.trace);
+    stamp(a.stamps, kFfnStampStart);
+  }
 
   uint4* ring = reinterpret_cast<uint4*>(smem) + warp * STAGES * kStageVectors;
   T* xs = reinterpret_cast<T*>(smem + kWarps * STAGES * kStageVectors * 16);
@@ -172,10 +181,12 @@ __global__ void __launch_bounds__(kWarps * 32, 1) skinny_ffn_kernel(FfnArgs a) {
                 static_cast<int>(a.gate_up.k_tiles * 16), threadIdx.x, kWarps * 32);
   norm_rstd(rstd, a.norm, a.m, warp, kWarps, lane);
   __syncthreads();
+  if (threadIdx.x == 0) stamp(a.stamps, kFfnStampInputsStaged);
 
   int consumed = 0;
   bool first_stage = true;
   bool gate_up_done = false;
+  bool down_seen = false;
 #pragma unroll 1
   for (int j = j0; j < j1; ++j) {
     const int32_t code = a.jobs[j];
@@ -194,6 +205,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) skinny_ffn_kernel(FfnArgs a) {
       // The gate/up tiles that make this piece's activations, then the activations themselves.
       const int64_t want = ffn_tiles_feeding(it.piece, a.down.piece_k_tiles, a.gate_up.row_tiles);
       while (load_acquire(a.counters + it.piece) < want) __nanosleep(32);
+      if (lane == 0 && !down_seen) stamp(a.stamps, kFfnStampDownReady + warp);
+      down_seen = true;
       stage_rows<T>(as, a.as_stride, static_cast<const T*>(a.act), a.act_stride, a.m, a.ffn, it.kb * 16,
                     static_cast<int>((it.ke - it.kb) * 16), lane, 32);
       __syncwarp();
@@ -207,7 +220,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1) skinny_ffn_kernel(FfnArgs a) {
       cp_async_wait<STAGES - 2>();
       if (first_stage) {
         first_stage = false;
-        if (threadIdx.x == 0) trace_mark(a.trace, 0);  // the first stage has landed
+        if (threadIdx.x == 0) {
+          trace_mark(a.trace, 0);  // the first stage has landed
+          stamp(a.stamps, kFfnStampFirstStage);
+        }
       }
       const uint4* ws = ring + (consumed % STAGES) * kStageVectors;
 #pragma unroll
@@ -230,6 +246,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) skinny_ffn_kernel(FfnArgs a) {
     // for the slowest epilogue of the job before (two buffers: a warp rewrites its entry only after
     // the next job's barrier, which its finisher passes after reading it).
     slot_barrier(it, warp);
+    if (threadIdx.x == 0 && j - j0 < 16) stamp(a.stamps, kFfnStampJobEnd + (j - j0));
     if (!finisher) continue;
     const int pieces = it.pieces;
     float c[1][4];
@@ -264,6 +281,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) skinny_ffn_kernel(FfnArgs a) {
       atomicExch(ctas_done, 0);
     }
     trace_end(a.trace);
+    stamp(a.stamps, kFfnStampEnd);
   }
 }
 
@@ -394,6 +412,7 @@ Status skinny_ffn(const PackedWeight& gate_up, const PackedWeight& down, const S
   a.offsets = plan.offsets;
   a.jobs = plan.jobs;
   a.counters = plan.counters;
+  a.stamps = plan.lab_stamps;
   a.trace = options.trace;
   const FfnSmem sm = ffn_smem(a.gate_up.k_tiles, a.down.piece_k_tiles, m);
   a.xs_stride = sm.xs_stride;

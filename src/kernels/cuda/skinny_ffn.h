@@ -27,6 +27,19 @@ namespace fuselm {
 inline constexpr int kSkinnyFfnMaxTokens = 8;
 inline constexpr int kSkinnyFfnWarps = 8;
 
+// Lab stamps (SkinnyFfnPlan::lab_stamps): per CTA, kSkinnyFfnStamps global-timer readings (ns; 0
+// where the event did not happen): where a CTA's time goes, which the kernel timeline (one "last
+// CTA" time per mark) cannot show.
+enum SkinnyFfnStamp : int {
+  kFfnStampStart = 0,
+  kFfnStampInputsStaged = 1,   // past the wait for the previous kernel, the gate/up input staged
+  kFfnStampFirstStage = 2,     // warp 0's first stage has landed
+  kFfnStampDownReady = 3,      // + warp: its first down item's activations are announced
+  kFfnStampJobEnd = 3 + kSkinnyFfnWarps,  // + job (the first 16): warp 0 past the job's barrier
+  kFfnStampEnd = kFfnStampJobEnd + 16,
+  kSkinnyFfnStamps = kFfnStampEnd + 1,
+};
+
 // K pieces of a variant's rounding class: the cluster's K split for the CTA and register pipelines
 // (their warps split rows), the warps for the warp pipeline without a cluster split; 0 for the warp
 // pipeline with one (its class adds per-CTA warp sums, which the one-launch FFN does not).
@@ -43,6 +56,8 @@ struct SkinnyFfnPlan {
   int* counters = nullptr;           // device [down_pieces + 1], zeroed
   // The most 2 KB stages a warp's ring holds (4, 8 or 12; 0: 8, or 4 where 8 do not fit). Same bits.
   int max_stages = 0;
+  // Lab only: device [ctas][kSkinnyFfnStamps], zeroed before the launch; null records nothing.
+  uint64_t* lab_stamps = nullptr;
 };
 
 // The schedule shape for a gate/up matrix [2 * ffn][hidden] and a down matrix [hidden][ffn] with
