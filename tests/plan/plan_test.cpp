@@ -564,6 +564,27 @@ TEST_F(PlanFile, WrongTypesAndMissingKeys) {
   expect_load_error(j, {"decode.gemm.o.balance_sms: expected true or false, found the number 1"});
 }
 
+// decode.ffn_one_launch_tokens: read back as written, 0 where an older file has none, refused out of
+// range or where gate/up or down rounds in a class the one-launch FFN does not run.
+TEST_F(PlanFile, OneLaunchFfnTokens) {
+  const std::string path = dir_.file("plan.json");
+  json j = good_;
+  ASSERT_EQ(j["decode"]["ffn_one_launch_tokens"], 0);  // the rules leave it off
+  j["decode"]["ffn_one_launch_tokens"] = 4;
+  test::write_bytes(path, j.dump(2));
+  EXPECT_EQ(load_plan_file(path).decode.ffn_one_launch_tokens, 4);
+  j["decode"].erase("ffn_one_launch_tokens");
+  test::write_bytes(path, j.dump(2));
+  EXPECT_EQ(load_plan_file(path).decode.ffn_one_launch_tokens, 0);
+  j = good_;
+  j["decode"]["ffn_one_launch_tokens"] = 9;
+  expect_load_error(j, {"decode.ffn_one_launch_tokens 9 is not in 0..8"});
+  j["decode"]["ffn_one_launch_tokens"] = 1;
+  j["decode"]["gemm"]["gate_up"]["variant"] = "rt1_w4_k2";  // the warp pipeline split in a cluster: k2x4
+  j["decode"]["gemm"]["gate_up"]["single_token_variant"] = "rt1_w4_k2";
+  expect_load_error(j, {"decode.ffn_one_launch_tokens", "decode.gemm.gate_up rounds as k2x4"});
+}
+
 TEST_F(PlanFile, UnknownNames) {
   json j = good_;
   j["decode"]["gemm"]["qkv"]["variant"] = "rt9_w9";
