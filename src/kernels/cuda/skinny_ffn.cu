@@ -325,17 +325,30 @@ int skinny_k_pieces(const SkinnyGemmVariant& v) {
   return v.k_split == 1 ? v.warps : 0;
 }
 
+namespace {
+
+// The K cuts the launch runs: 1, 2, 4 or 8 pieces per matrix, one warp each.
+bool runs_pieces(int pieces) { return pieces > 0 && kSkinnyFfnWarps % pieces == 0; }
+
+// Whether the two matrices are one FFN's: [2 * ffn][hidden] and [hidden][ffn].
+Status check_ffn_matrices(const PackedWeight& gate_up, const PackedWeight& down) {
+  if (gate_up.rows % 16 != 0 || gate_up.rows / 2 != down.cols || gate_up.cols != down.rows)
+    return Status::error(str_cat("one-launch FFN: gate/up ", gate_up.rows, "x", gate_up.cols, " and down ", down.rows,
+                                 "x", down.cols, " are not [2 * ffn][hidden] and [hidden][ffn] with ffn a multiple of 8"));
+  return Status();
+}
+
+}  // namespace
+
 Status skinny_ffn_schedule_shape(const PackedWeight& gate_up, const PackedWeight& down,
                                  const SkinnyGemmVariant& gate_up_variant, const SkinnyGemmVariant& down_variant,
                                  int ctas, FfnScheduleShape* shape) {
   const int gp = skinny_k_pieces(gate_up_variant), dp = skinny_k_pieces(down_variant);
-  if (gp <= 0 || dp <= 0 || kSkinnyFfnWarps % gp != 0 || kSkinnyFfnWarps % dp != 0)
+  if (!runs_pieces(gp) || !runs_pieces(dp))
     return Status::error(str_cat("one-launch FFN: the rounding classes of ", gate_up_variant.name(), " and ",
                                  down_variant.name(), " cut K into ", gp, " and ", dp, " pieces; it runs cuts into 1, 2, ",
                                  "4 or 8 pieces without a warp split inside a cluster"));
-  if (gate_up.rows % 16 != 0 || gate_up.rows / 2 != down.cols || gate_up.cols != down.rows)
-    return Status::error(str_cat("one-launch FFN: gate/up ", gate_up.rows, "x", gate_up.cols, " and down ", down.rows,
-                                 "x", down.cols, " are not [2 * ffn][hidden] and [hidden][ffn] with ffn a multiple of 8"));
+  if (Status s = check_ffn_matrices(gate_up, down); !s.ok()) return s;
   if (ctas <= 0) return Status::error("one-launch FFN: no CTAs");
   shape->gate_up_tiles = mma_tiles(gate_up.rows);
   shape->gate_up_k_tiles = mma_tiles(gate_up.cols);
@@ -348,10 +361,7 @@ Status skinny_ffn_schedule_shape(const PackedWeight& gate_up, const PackedWeight
   return Status();
 }
 
-Status skinny_ffn_ctas(const PackedWeight& gate_up, const PackedWeight& down, int m, int* ctas) {
-  (void)gate_up;
-  (void)down;
-  (void)m;
+Status skinny_ffn_ctas(int* ctas) {
   const DeviceLimits limits = device_limits();
   if (limits.sm_count <= 0) return Status::error("one-launch FFN: the SM count query failed");
   // One CTA per SM: the launch needs every CTA resident at once (a down piece waits for gate/up
@@ -372,10 +382,10 @@ Status skinny_ffn(const PackedWeight& gate_up, const PackedWeight& down, const S
   if (gate_up.data == nullptr || down.data == nullptr || in.x == nullptr || act.act == nullptr ||
       out.residual == nullptr || plan.offsets == nullptr || plan.jobs == nullptr || plan.counters == nullptr)
     return Status::error("one-launch FFN: null weight, buffer or schedule");
-  FfnScheduleShape shape;
-  SkinnyGemmVariant gv{1, 1, plan.gate_up_pieces, SkinnyPipeline::kCtaSplitRows};
-  SkinnyGemmVariant dv{1, 1, plan.down_pieces, SkinnyPipeline::kCtaSplitRows};
-  if (Status s = skinny_ffn_schedule_shape(gate_up, down, gv, dv, plan.ctas, &shape); !s.ok()) return s;
+  if (!runs_pieces(plan.gate_up_pieces) || !runs_pieces(plan.down_pieces) || plan.ctas <= 0)
+    return Status::error(str_cat("one-launch FFN: a plan of ", plan.gate_up_pieces, " and ", plan.down_pieces,
+                                 " K pieces on ", plan.ctas, " CTAs (pieces: 1, 2, 4 or 8)"));
+  if (Status s = check_ffn_matrices(gate_up, down); !s.ok()) return s;
   const int64_t ffn = down.cols, hidden = gate_up.cols;
   auto aligned = [](const void* p, int64_t stride) { return reinterpret_cast<uintptr_t>(p) % 16 == 0 && stride % 8 == 0; };
   if (hidden % 8 != 0 || ffn % 8 != 0 || !aligned(in.x, in.stride) || !aligned(act.act, act.act_stride) ||

@@ -66,9 +66,9 @@ Status skinny_ffn_schedule_shape(const PackedWeight& gate_up, const PackedWeight
                                  const SkinnyGemmVariant& gate_up_variant, const SkinnyGemmVariant& down_variant,
                                  int ctas, FfnScheduleShape* shape);
 
-// CTAs of the launch: one per SM when the GPU allows it for m tokens (the launch needs every CTA
-// resident at once), else an error.
-Status skinny_ffn_ctas(const PackedWeight& gate_up, const PackedWeight& down, int m, int* ctas);
+// CTAs of the launch: one per SM (the launch needs every CTA resident at once; skinny_ffn refuses
+// a token count whose shared memory does not fit one CTA on an SM).
+Status skinny_ffn_ctas(int* ctas);
 
 // act[m][ffn] = SwiGLU of the normed input through gate_up (as skinny_gemm_swiglu), then
 // residual += act through down (as skinny_gemm_residual, with its next-norm outputs). `in` is the

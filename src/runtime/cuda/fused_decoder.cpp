@@ -159,7 +159,7 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
   size_t ffn_offsets = 0, ffn_jobs = 0, ffn_counters = 0;
   if (variants.ffn_one_launch_tokens > 0) {
     int ctas = 0;
-    FUSELM_THROW_IF_FAILED(skinny_ffn_ctas(m.layers[0].gate_up, m.layers[0].down, variants.ffn_one_launch_tokens, &ctas));
+    FUSELM_THROW_IF_FAILED(skinny_ffn_ctas(&ctas));
     FUSELM_THROW_IF_FAILED(skinny_ffn_schedule_shape(m.layers[0].gate_up, m.layers[0].down, variants.gate_up.variant,
                                                      variants.down.variant, ctas, &ffn_shape));
     ffn_schedule = make_ffn_schedule(ffn_shape);
