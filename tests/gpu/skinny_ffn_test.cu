@@ -8,11 +8,13 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu_test_util.h"
@@ -144,7 +146,7 @@ const ClassPair kPairs[] = {
     {"k1/k2", cta(1, 4, 1), cta(1, 4, 2), 1},
 };
 
-void check_case(const FfnCase& c, const ClassPair& pair, int ctas, bool pdl) {
+void check_case(const FfnCase& c, const ClassPair& pair, int ctas, bool pdl, int max_stages = 0) {
   const std::string what = std::string(pair.name) + " hidden " + std::to_string(c.hidden) + " ffn " +
                            std::to_string(c.ffn) + " m " + std::to_string(c.m) + " ctas " + std::to_string(ctas) +
                            (pdl ? " pdl" : "");
@@ -162,6 +164,7 @@ void check_case(const FfnCase& c, const ClassPair& pair, int ctas, bool pdl) {
   FfnScheduleShape shape;
   ASSERT_STATUS_OK(skinny_ffn_schedule_shape(c.gate_up, c.down, pair.gate_up, pair.down, ctas, &shape));
   FfnPlanOnDevice plan(shape, make_ffn_schedule(shape));
+  plan.plan.max_stages = max_stages;
   FfnRun run(c);
   SkinnyGemmLaunch launch;
   launch.pdl = pdl;
@@ -195,6 +198,20 @@ TEST(SkinnyFfn, GivesTheTwoLaunchesBitsForEveryClassPair) {
         check_case(c, pair, sms, false);
         check_case(c, pair, 5, false);  // several jobs a CTA
       }
+    }
+  }
+}
+
+// Two CTAs an SM (4-stage rings, so that both fit): more CTAs than SMs, all resident at once.
+TEST(SkinnyFfn, TwoCtasAnSmGiveTheSameBits) {
+  FUSELM_REQUIRE_GPU();
+  std::mt19937 gen(23);
+  int sms = 0;
+  ASSERT_CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  for (int m : {1, 8}) {
+    for (const ClassPair& pair : {kPairs[0], kPairs[1]}) {
+      FfnCase c(512, 1792, m, pair.gate_up_group, gen);
+      check_case(c, pair, 2 * sms, false, 4);
     }
   }
 }
@@ -262,6 +279,22 @@ TEST(SkinnyFfn, RefusesWhatItCannotRun) {
   const Status mixed = skinny_ffn_schedule_shape(c.gate_up, c.down, SkinnyGemmVariant{1, 4, 2}, cta(1, 4, 8), 8, &shape);
   EXPECT_FALSE(mixed.ok());
   EXPECT_NE(mixed.message().find("pieces"), std::string::npos) << mixed.message();
+  // More CTAs than fit the GPU at once (8-stage rings allow one an SM): a down item could wait
+  // for a CTA that never runs.
+  int sms = 0;
+  ASSERT_CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  {
+    FfnCase big(2048, 8192, 1, 1, gen);
+    ASSERT_STATUS_OK(skinny_ffn_schedule_shape(big.gate_up, big.down, cta(1, 4, 2), cta(1, 4, 8), 2 * sms, &shape));
+    FfnPlanOnDevice plan(shape, make_ffn_schedule(shape));
+    plan.plan.max_stages = 8;
+    FfnRun run(big);
+    const Status crowded = skinny_ffn(big.gate_up, big.down, run.in(big), big.norm(run.partials_in),
+                                      SkinnySwigluOut{run.act.get(), big.ffn, static_cast<int>(big.ffn)},
+                                      run.out(big, false), plan.plan, nullptr);
+    EXPECT_FALSE(crowded.ok());
+    EXPECT_NE(crowded.message().find("resident"), std::string::npos) << crowded.message();
+  }
   // Matrices that are not one FFN's.
   PackedWeight wrong = c.down;
   wrong.cols = 1000;
@@ -280,7 +313,8 @@ TEST(SkinnyFfn, RefusesWhatItCannotRun) {
 
 // Lab: the one launch against the two on the Llama-3.2-1B and -3.1-8B FFN shapes at one token,
 // each launch sequence alone on a stream with PDL (no neighbours), CUDA events over 200 launches,
-// and the one launch's ring at 4, 8 and 12 stages. Prints us per FFN and the weight stream's TB/s.
+// the one launch's ring at 4, 8 and 12 stages, two CTAs an SM, and a job order that differs between
+// CTAs. Prints us per FFN and the weight stream's TB/s, then per-CTA stamps.
 TEST(SkinnyFfn, DISABLED_Lab) {
   FUSELM_REQUIRE_GPU();
   std::mt19937 gen(19);
@@ -328,42 +362,69 @@ TEST(SkinnyFfn, DISABLED_Lab) {
       std::printf("[bench] %-13s one launch, %2d stages %7.2f us  %5.2f TB/s\n", sh.name, stages, one,
                   bytes / one * 1e-6);
     }
-    // Where a CTA's time goes (default ring): one more launch behind a warm one, with the lab
-    // stamps, each event's mean and latest over the CTAs, us after the first CTA's start.
-    plan.plan.max_stages = 0;
-    DeviceArray stamps(static_cast<size_t>(sms) * kSkinnyFfnStamps * sizeof(uint64_t));
-    cudaMemsetAsync(stamps.get(), 0, stamps.bytes(), stream);
-    plan.plan.lab_stamps = stamps.get<uint64_t>();
-    ASSERT_STATUS_OK(skinny_ffn(c.gate_up, c.down, run.in(c), c.norm(run.partials_in), act, run.out(c, false),
-                                plan.plan, stream, pdl));
-    ASSERT_CUDA_OK(cudaStreamSynchronize(stream));
-    plan.plan.lab_stamps = nullptr;
-    std::vector<uint64_t> at(static_cast<size_t>(sms) * kSkinnyFfnStamps);
-    stamps.download(at.data(), at.size() * sizeof(uint64_t));
-    uint64_t first = ~uint64_t{0};
-    for (int c2 = 0; c2 < sms; ++c2) first = std::min(first, at[static_cast<size_t>(c2) * kSkinnyFfnStamps]);
-    std::printf("[bench] %-13s stamps, us after the first CTA's start (mean / latest over the CTAs that have it):\n",
-                sh.name);
-    for (int e = 0; e < kSkinnyFfnStamps; ++e) {
-      double sum = 0, latest = 0;
-      int n = 0;
-      for (int c2 = 0; c2 < sms; ++c2) {
-        const uint64_t t = at[static_cast<size_t>(c2) * kSkinnyFfnStamps + e];
-        if (t == 0) continue;
-        const double us = (t - first) * 1e-3;
-        sum += us;
-        latest = std::max(latest, us);
-        ++n;
-      }
-      if (n == 0) continue;
-      const std::string name = e == kFfnStampStart          ? "start"
-                               : e == kFfnStampInputsStaged  ? "inputs staged"
-                               : e == kFfnStampFirstStage    ? "first stage (warp 0)"
-                               : e < kFfnStampJobEnd         ? "down ready, warp " + std::to_string(e - kFfnStampDownReady)
-                               : e < kFfnStampEnd            ? "job " + std::to_string(e - kFfnStampJobEnd) + " done"
-                                                             : "end";
-      std::printf("[bench] %-13s   %-22s %7.2f / %7.2f  (%d CTAs)\n", sh.name, name.c_str(), sum / n, latest, n);
+    // Two CTAs an SM with 4-stage rings (the same bytes in flight an SM from twice the warps), and at
+    // one CTA an SM the odd CTAs' gate/up jobs in reverse order (so that the CTAs' requests in flight
+    // stop sharing their offsets within a job): the candidates for the one launch's ~3.2 TB/s cap.
+    FfnScheduleShape shape2 = shape;
+    shape2.ctas = 2 * sms;
+    FfnPlanOnDevice plan2(shape2, make_ffn_schedule(shape2));
+    plan2.plan.max_stages = 4;
+    FfnSchedule reversed = make_ffn_schedule(shape);
+    for (int c2 = 1; c2 < sms; c2 += 2) {
+      auto first = reversed.jobs.begin() + reversed.offsets[c2], last = reversed.jobs.begin() + reversed.offsets[c2 + 1];
+      std::reverse(first, std::find_if(first, last, [](int32_t job) { return (job & kFfnDownJob) != 0; }));
     }
+    FfnPlanOnDevice plan_reversed(shape, reversed);
+    const std::pair<const char*, FfnPlanOnDevice*> arms[] = {{"2 CTAs an SM, 4 st.", &plan2},
+                                                             {"odd CTAs reversed", &plan_reversed}};
+    for (const auto& [label, arm] : arms) {
+      const double one = time_us([&] {
+        return skinny_ffn(c.gate_up, c.down, run.in(c), c.norm(run.partials_in), act, run.out(c, false), arm->plan,
+                          stream, pdl);
+      });
+      std::printf("[bench] %-13s %-19s %7.2f us  %5.2f TB/s\n", sh.name, label, one, bytes / one * 1e-6);
+    }
+    // Where a CTA's time goes: one more launch behind a warm one, with the lab stamps, each event's
+    // mean and latest over the CTAs, us after the first CTA's start.
+    auto print_stamps = [&](FfnPlanOnDevice& arm, const char* label) {
+      const int ctas = arm.plan.ctas;
+      DeviceArray stamps(static_cast<size_t>(ctas) * kSkinnyFfnStamps * sizeof(uint64_t));
+      cudaMemsetAsync(stamps.get(), 0, stamps.bytes(), stream);
+      arm.plan.lab_stamps = stamps.get<uint64_t>();
+      ASSERT_STATUS_OK(skinny_ffn(c.gate_up, c.down, run.in(c), c.norm(run.partials_in), act, run.out(c, false),
+                                  arm.plan, stream, pdl));
+      ASSERT_CUDA_OK(cudaStreamSynchronize(stream));
+      arm.plan.lab_stamps = nullptr;
+      std::vector<uint64_t> at(static_cast<size_t>(ctas) * kSkinnyFfnStamps);
+      stamps.download(at.data(), at.size() * sizeof(uint64_t));
+      uint64_t first = ~uint64_t{0};
+      for (int c2 = 0; c2 < ctas; ++c2) first = std::min(first, at[static_cast<size_t>(c2) * kSkinnyFfnStamps]);
+      std::printf("[bench] %-13s stamps, %s, us after the first CTA's start (mean / latest over the CTAs that "
+                  "have it):\n", sh.name, label);
+      for (int e = 0; e < kSkinnyFfnStamps; ++e) {
+        double sum = 0, latest = 0;
+        int n = 0;
+        for (int c2 = 0; c2 < ctas; ++c2) {
+          const uint64_t t = at[static_cast<size_t>(c2) * kSkinnyFfnStamps + e];
+          if (t == 0) continue;
+          const double us = (t - first) * 1e-3;
+          sum += us;
+          latest = std::max(latest, us);
+          ++n;
+        }
+        if (n == 0) continue;
+        const std::string name = e == kFfnStampStart          ? "start"
+                                 : e == kFfnStampInputsStaged  ? "inputs staged"
+                                 : e == kFfnStampFirstStage    ? "first stage (warp 0)"
+                                 : e < kFfnStampJobEnd         ? "down ready, warp " + std::to_string(e - kFfnStampDownReady)
+                                 : e < kFfnStampEnd            ? "job " + std::to_string(e - kFfnStampJobEnd) + " done"
+                                                               : "end";
+        std::printf("[bench] %-13s   %-22s %7.2f / %7.2f  (%d CTAs)\n", sh.name, name.c_str(), sum / n, latest, n);
+      }
+    };
+    plan.plan.max_stages = 0;
+    print_stamps(plan, "one CTA an SM, 8 stages");
+    print_stamps(plan2, "two CTAs an SM, 4 stages");
     cudaStreamDestroy(stream);
   }
 }

@@ -19,6 +19,9 @@ namespace skinny_detail {
 namespace {
 
 constexpr int kWarps = kSkinnyFfnWarps;
+// Registers capped so that two CTAs fit an SM where the ring is small enough (a plan of two CTAs
+// per SM: twice the warps streaming, each SM's requests in flight from two rings).
+constexpr int kMinBlocksPerSm = 2;
 constexpr int kStageKTiles = 4;                 // k-tiles of one row tile per stage: 2 KB
 constexpr int kStageVectors = kStageKTiles * 32;  // 16-byte vectors per stage (one per lane per k-tile)
 
@@ -126,7 +129,7 @@ __device__ __forceinline__ void slot_barrier(const FfnItem& it, int warp) {
 }
 
 template <typename T, int STAGES>
-__global__ void __launch_bounds__(kWarps * 32, 1) skinny_ffn_kernel(FfnArgs a) {
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocksPerSm) skinny_ffn_kernel(FfnArgs a) {
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ float rstd[kSkinnyFfnMaxTokens];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -310,6 +313,14 @@ template <typename T, int STAGES>
 Status launch_ffn(const FfnArgs& args, size_t smem, int ctas, const SkinnyGemmLaunch& options, cudaStream_t stream) {
   auto* kernel = skinny_ffn_kernel<T, STAGES>;
   FUSELM_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  // A down item waits for gate/up tiles of other CTAs: a CTA that is not resident while others
+  // wait for it would never run. So every CTA must fit on the GPU at once.
+  int per_sm = 0;
+  FUSELM_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem));
+  const int sms = device_limits().sm_count;
+  if (static_cast<int64_t>(per_sm) * sms < ctas)
+    return Status::error(str_cat("one-launch FFN: ", ctas, " CTAs of ", smem, " bytes of shared memory; only ", per_sm,
+                                 " fit an SM of ", sms, ", and every CTA must be resident at once"));
   FUSELM_CUDA_RETURN(launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32), smem, stream,
                                    options.pdl, args));
   return Status();
