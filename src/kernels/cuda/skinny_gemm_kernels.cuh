@@ -400,8 +400,11 @@ template <typename T>
 __device__ __forceinline__ void stage_activation_columns(T* dst, int xs_stride, const T* __restrict__ x,
                                                          int64_t x_stride, bool x_vec16, int m, int64_t cols,
                                                          int64_t k0, int width, int first, int step) {
+  // Rolled loops: a lane copies a chunk or two (this runs after the wait, from a cold instruction
+  // cache, so its size is time on the kernel's path).
   if (x_vec16) {
     const int chunks = width / 8;
+#pragma unroll 1
     for (int c = first; c < m * chunks; c += step) {
       const int tok = c / chunks, j = c % chunks;
       const int64_t k = k0 + j * 8;
@@ -410,6 +413,7 @@ __device__ __forceinline__ void stage_activation_columns(T* dst, int xs_stride, 
     }
   } else {
     const int chunks = width / 2;
+#pragma unroll 1
     for (int c = first; c < m * chunks; c += step) {
       const int tok = c / chunks, j = c % chunks;
       const int64_t k = k0 + j * 2;
