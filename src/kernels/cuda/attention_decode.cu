@@ -118,14 +118,14 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
 #pragma unroll 1
   for (int64_t item = unit;; item = next_item) {
     const bool recorded = first != nullptr && item == unit;
-    int seq, kv_len, n_splits, ranks, rank_shift, rank_tokens, item_group, split;
+    int seq, kv_len, n_splits, ranks, rank_shift, rank_tokens, group, split;
     if (recorded) {
       static_assert(Cfg::kThreads == kDecodeMaxSplitBlocks, "one block number a thread");
       const int4 a = __ldcg(reinterpret_cast<const int4*>(first));
       const int4 b = __ldcg(reinterpret_cast<const int4*>(first) + 1);
       split_blocks[tid] = __ldcg(first->blocks + tid);  // past its blocks: never read
       if (a.x == 0) break;
-      seq = a.y, kv_len = a.z, n_splits = a.w, rank_shift = b.x, rank_tokens = b.y, item_group = b.z, split = b.w;
+      seq = a.y, kv_len = a.z, n_splits = a.w, rank_shift = b.x, rank_tokens = b.y, group = b.z, split = b.w;
       ranks = 1 << rank_shift;
     } else {
       if (!window_started) {
@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       if (!window.seek(item, batch, fill_window, locate_in_window, cursor, capacity, n_groups, rule)) break;
       seq = cursor.seq, kv_len = cursor.kv_len, n_splits = cursor.n_splits, ranks = cursor.ranks;
       rank_shift = cursor.rank_shift, rank_tokens = cursor.rank_tokens;
-      item_group = cursor.group_of(item), split = cursor.split_of(item);
+      group = cursor.group_of(item), split = cursor.split_of(item);
     }
     // The barrier: the previous item's shared-memory reads (and of `claimed`) are done. Claims
     // only grow, so a CTA's items come in increasing order, as the cursor needs. (With clusters the
@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     // The item's head groups take `ranks` CTAs each: this CTA is rank `rank` of group group_index
     // (past the last group when the item has fewer groups than the cluster has room for: idle).
     const int rank = cluster_rank & (ranks - 1);
-    const int group_index = item_group + (cluster_rank >> rank_shift);
+    const int group_index = group + (cluster_rank >> rank_shift);
     const bool idle = group_index >= n_groups;
     const int kv_head = group_index / head_tiles;
     const int head_tile = group_index % head_tiles;
