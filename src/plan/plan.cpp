@@ -165,15 +165,13 @@ std::vector<int> prefill_chunk_buckets(int max_prefill_tokens) {
 
 uint64_t decode_attention_workspace(const PlanModel& m, int split_tokens, int max_seq_len, int max_batch) {
   if (split_tokens <= 0 || max_seq_len <= 0 || max_batch <= 0 || m.num_kv_heads <= 0) return 0;
-  // A 16-byte header (work counters), the first items of up to 1024 CTAs (8 ints and 128 block
-  // numbers each), then per sequence: a merge counter per 16-head group, then per (head, split) one
-  // fp32 log2-sum-exp and head_dim fp32 partial outputs; each part 16-byte aligned
-  // (kernels/cuda/attention_decode.cuh, DecodeWorkspaceLayout).
-  constexpr uint64_t kLocatedBytes = 1024 * (8 + 128) * 4;
+  // A 16-byte header (work counters), then per sequence: a merge counter per 16-head group, then
+  // per (head, split) one fp32 log2-sum-exp and head_dim fp32 partial outputs; each part 16-byte
+  // aligned (kernels/cuda/attention_decode.cu).
   const auto align16 = [](uint64_t bytes) { return (bytes + 15) / 16 * 16; };
   const uint64_t groups = static_cast<uint64_t>(m.num_kv_heads) * ceil_div(m.num_heads / m.num_kv_heads, 16);
   const uint64_t slots = static_cast<uint64_t>(m.num_heads) * ceil_div(max_seq_len, split_tokens);
-  return 16 + kLocatedBytes + max_batch * (align16(groups * 4) + align16(slots * 4) + slots * m.head_dim * 4);
+  return 16 + max_batch * (align16(groups * 4) + align16(slots * 4) + slots * m.head_dim * 4);
 }
 
 // ---------------------------------------------------------------------------------------------

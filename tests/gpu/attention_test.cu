@@ -28,7 +28,6 @@
 #include "kernels/cuda/attention.h"
 #include "gpu/attention_test_util.h"
 #include "gpu/gpu_timing.h"
-#include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/attention_variants.h"
 #include "kernels/cuda/pdl.cuh"
 
@@ -198,8 +197,6 @@ INSTANTIATE_TEST_SUITE_P(Attention, PrefillTest, testing::ValuesIn(all_prefill_c
 
 // Runs decode attention (the public launcher, or `variant`) on `seqs` (in that order) and returns
 // the output bits.
-// With plan.located, decode_attention_locate (or its variant twin) runs first, as the fused step runs
-// it once for all of a step's launches.
 std::vector<uint16_t> run_decode(DType dtype, const AttentionShape& shape, int block_size,
                                  const DecodeAttentionPlan& plan, const std::vector<const SeqKv*>& seqs,
                                  const std::vector<uint16_t>& q, std::mt19937& rng,
@@ -215,15 +212,6 @@ std::vector<uint16_t> run_decode(DType dtype, const AttentionShape& shape, int b
   // Poison the workspace's partials: the merge must read only partials this launch wrote.
   if (cudaMemset(workspace.get(), 0xff, ws_bytes) != cudaSuccess) return {};
   EXPECT_TRUE(decode_attention_init_workspace(workspace.get(), shape, plan, batch, nullptr).ok());
-  if (plan.located) {
-    const Status located =
-        variant ? attention_detail::decode_attention_locate_variant(*variant, dtype, shape, cache.view(),
-                                                                    cache.kv_lens.get(), batch, plan, workspace.get(),
-                                                                    nullptr)
-                : decode_attention_locate(dtype, shape, cache.view(), cache.kv_lens.get(), batch, plan, workspace.get(),
-                                          nullptr);
-    EXPECT_TRUE(located.ok()) << located.message();
-  }
   Status s = variant ? attention_detail::decode_attention_variant(*variant, q_dev.get(), out_dev.get(), dtype, shape,
                                                                   cache.view(), cache.kv_lens.get(), batch, plan,
                                                                   workspace.get(), nullptr)
@@ -234,8 +222,7 @@ std::vector<uint16_t> run_decode(DType dtype, const AttentionShape& shape, int b
   // The launch leaves every counter at zero, ready for the next: the work counters of the 16-byte
   // header and the merge counters (a word per head group at the head of each sequence's record).
   const std::vector<uint8_t> ws = workspace.download();
-  const size_t sequences = attention_detail::DecodeWorkspaceLayout::kSequencesOffset;
-  const size_t record = (ws_bytes - sequences) / batch;
+  const size_t record = (ws_bytes - 16) / batch;
   const int groups = shape.n_kv_heads * ((shape.n_heads / shape.n_kv_heads + 15) / 16);
   for (int i = 0; i < 4; ++i) {
     int32_t counter = 0;
@@ -245,7 +232,7 @@ std::vector<uint16_t> run_decode(DType dtype, const AttentionShape& shape, int b
   for (int b = 0; b < batch; ++b)
     for (int g = 0; g < groups; ++g) {
       int32_t counter = 0;
-      std::memcpy(&counter, ws.data() + sequences + b * record + g * 4, 4);
+      std::memcpy(&counter, ws.data() + 16 + b * record + g * 4, 4);
       EXPECT_EQ(counter, 0) << "merge counter of sequence " << b << ", group " << g;
     }
   return out_dev.download();
@@ -335,57 +322,6 @@ TEST(AttentionDecode, EmptyAndInconsistentLengths) {
                    reference(dtype, q_b, seqs[b], 1, n_heads, n_kv_heads, head_dim, shape.scale),
                    what + ", kv_len " + std::to_string(lens[b]));
     }
-  }
-}
-
-// First items located once (decode_attention_locate, as the fused step runs it before its layers)
-// give the bits of a launch that locates them itself: every variant and cluster size, head_dim 64
-// and 128, a sequence of several splits, an empty one, one past its table, and batch 1.
-TEST(AttentionDecode, LocatedFirstItemsGiveTheSameBits) {
-  REQUIRE_CUDA_DEVICE();
-  const DType dtype = DType::BF16;
-  for (int head_dim : {64, 128}) {
-    std::mt19937 rng(77 + head_dim);
-    const int n_kv_heads = 2, group = 4, n_heads = n_kv_heads * group;
-    const AttentionShape shape{n_heads, n_kv_heads, head_dim, 1.0f / std::sqrt(static_cast<float>(head_dim))};
-    const std::vector<int> stored{700, 1, 2100, 64, 300, 90};
-    RandomSeqs data(dtype, stored, n_kv_heads, head_dim, rng);
-    const auto& [seqs, ptrs] = data;
-    const size_t row = static_cast<size_t>(n_heads) * head_dim;
-    const std::vector<uint16_t> q = random_bits(dtype, stored.size() * row, 3.0f, rng);
-    // Sequence 1 empty, sequence 5 longer than its table holds.
-    const std::vector<int32_t> lens{700, 0, 2100, 64, 300, 3000};
-    const std::vector<int32_t> lens1{700};
-    const std::vector<const SeqKv*> first_only{ptrs[0]};
-    const std::vector<uint16_t> q1(q.begin(), q.begin() + row);
-    for (int ranks : decode_cluster_ranks())
-      for (const DecodeVariant& variant : kDecodeVariants) {
-        DecodeAttentionPlan plan{256, 9};
-        plan.cluster_ranks = ranks;
-        if (!runs(variant, shape, plan, 16)) continue;
-        const std::string what = "head_dim " + std::to_string(head_dim) + ", stages " + std::to_string(variant.stages) +
-                                 ", ctas " + std::to_string(variant.ctas) + (variant.stacked ? ", stacked" : "") +
-                                 ", ranks " + std::to_string(ranks);
-        DecodeAttentionPlan located = plan;
-        located.located = true;
-        std::mt19937 same = rng;
-        const std::vector<uint16_t> want = run_decode(dtype, shape, 16, plan, ptrs, q, same, &variant, &lens);
-        same = rng;
-        EXPECT_EQ(run_decode(dtype, shape, 16, located, ptrs, q, same, &variant, &lens), want) << what;
-        same = rng;
-        const std::vector<uint16_t> want1 = run_decode(dtype, shape, 16, plan, first_only, q1, same, &variant, &lens1);
-        same = rng;
-        EXPECT_EQ(run_decode(dtype, shape, 16, located, first_only, q1, same, &variant, &lens1), want1) << what;
-      }
-    // The public launchers, as the fused step calls them.
-    DecodeAttentionPlan located{256, 9};
-    located.cluster_ranks = decode_cluster_ranks().back();
-    located.located = true;
-    std::mt19937 same = rng;
-    const std::vector<uint16_t> want = run_decode(dtype, shape, 16, DecodeAttentionPlan{256, 9, located.cluster_ranks},
-                                                  ptrs, q, same, nullptr, &lens);
-    same = rng;
-    EXPECT_EQ(run_decode(dtype, shape, 16, located, ptrs, q, same, nullptr, &lens), want) << "public launchers";
   }
 }
 

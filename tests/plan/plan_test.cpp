@@ -355,9 +355,9 @@ TEST(PlanRules, PrefillGemmPaths) {
 
 TEST(PlanBuckets, WorkspaceFollowsTheLimits) {
   const Plan p = rule_plan(llama_8b());
-  // A 16-byte header, 1024 first items of 544 bytes, then 256 sequences x (8 head-group merge
-  // counters + 32 heads x 32 splits x (128 + 1) fp32 values).
-  EXPECT_EQ(p.decode.attention.workspace_bytes, 16 + uint64_t{1024} * 544 + uint64_t{256} * (8 * 4 + 32 * 32 * 129 * 4));
+  // A 16-byte header, then 256 sequences x (8 head-group merge counters + 32 heads x 32 splits x
+  // (128 + 1) fp32 values).
+  EXPECT_EQ(p.decode.attention.workspace_bytes, 16 + uint64_t{256} * (8 * 4 + 32 * 32 * 129 * 4));
   const PlanLimits short_seqs = make_plan_limits(llama_8b(), 256, 8192, 1000);
   EXPECT_EQ(short_seqs.max_seq_len, 1000);
   EXPECT_EQ(make_plan_limits(llama_8b(), 256, 8192, 0).max_seq_len, 8192);  // 131072 capped

@@ -68,12 +68,6 @@ struct DecodeAttentionPlan {
   bool pdl = false;
   // Timeline slot (kernel_trace.h); null records nothing.
   KernelTrace* trace = nullptr;
-  // The launch's CTAs read their first item from decode_attention_locate, run once per step for all
-  // of the step's launches (the same kv_lens, block tables, batch and plan), instead of locating it
-  // themselves. That launch must have completed before this one reads them: this one reads them
-  // before it waits for its predecessor, as it reads kv_lens and the block tables, so some kernel
-  // in between must let its successor start only after its own wait. Same results either way.
-  bool located = false;
 };
 // Workspace bytes decode_attention needs for `max_batch` sequences under `plan`.
 size_t decode_attention_workspace_bytes(const AttentionShape& shape, const DecodeAttentionPlan& plan, int max_batch);
@@ -83,10 +77,5 @@ Status decode_attention_init_workspace(void* workspace, const AttentionShape& sh
 Status decode_attention(const void* q, void* out, DType dtype, const AttentionShape& shape,
                         const PagedKvView& kv, const int32_t* kv_lens, int batch,
                         const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream);
-// Writes, for decode_attention launches with plan.located, each CTA's first item into the workspace
-// (nothing where the launch's kernel locates its own: the stacked and generic kernels, or
-// plan.located false). After the step's kv_lens and block tables are written.
-Status decode_attention_locate(DType dtype, const AttentionShape& shape, const PagedKvView& kv, const int32_t* kv_lens,
-                               int batch, const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream);
 
 }  // namespace fuselm

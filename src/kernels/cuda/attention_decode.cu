@@ -62,8 +62,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
                         const int32_t* __restrict__ block_tables, int max_blocks_per_seq,
                         const int32_t* __restrict__ kv_lens, int batch, int n_heads, int group, int head_tiles,
                         int n_groups, DecodeSplitRule rule, float scale_log2, DecodeWorkspaceLayout ws_layout,
-                        uint8_t* __restrict__ workspace, uint16_t* __restrict__ out, bool located,
-                        KernelTrace* trace) {
+                        uint8_t* __restrict__ workspace, uint16_t* __restrict__ out, KernelTrace* trace) {
   using Cfg = DecodeConfig<HEAD_DIM, STAGES>;
   constexpr int kChunks = HEAD_DIM / 8;
   constexpr int kQuads = HEAD_DIM / 4;  // float4 groups per row
@@ -99,44 +98,20 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   const int64_t unit = blockIdx.x >> cluster_shift;
   int* next_unclaimed = reinterpret_cast<int*>(workspace);  // items past the first `units`
   int* ctas_done = next_unclaimed + 1;
-  uint8_t* records = workspace + DecodeWorkspaceLayout::kSequencesOffset;
+  uint8_t* records = workspace + DecodeWorkspaceLayout::kHeaderBytes;
   __shared__ int64_t claimed;  // in rank 0: the cluster's next item
   __shared__ int32_t split_blocks[kDecodeMaxSplitBlocks];
   WarpSeqWindow seqs{kv_lens, batch, capacity, n_groups, rule, lane};
   const auto fill_window = [&](int first_seq) { return seqs.fill(first_seq); };
   const auto locate_in_window = [&](int64_t rel, int& i, int& before, int& len) { seqs.locate(rel, i, before, len); };
   DecodeItemWindow<32> window;
+  window.start(batch, fill_window);
   DecodeItemCursor cursor;
-  // With `located`, the first item and its block numbers come from decode_attention_locate's
-  // record, one round trip; the window is started only for items claimed after it.
-  const DecodeFirstItem* first =
-      located ? reinterpret_cast<const DecodeFirstItem*>(workspace + DecodeWorkspaceLayout::kLocatedOffset) + blockIdx.x
-              : nullptr;
-  bool window_started = false;
   bool waited = false;
   int64_t next_item = 0;
-#pragma unroll 1
-  for (int64_t item = unit;; item = next_item) {
-    const bool recorded = first != nullptr && item == unit;
-    int seq, kv_len, n_splits, ranks, rank_shift, rank_tokens, group, split;
-    if (recorded) {
-      static_assert(Cfg::kThreads == kDecodeMaxSplitBlocks, "one block number a thread");
-      const int4 a = __ldcg(reinterpret_cast<const int4*>(first));
-      const int4 b = __ldcg(reinterpret_cast<const int4*>(first) + 1);
-      split_blocks[tid] = __ldcg(first->blocks + tid);  // past its blocks: never read
-      if (a.x == 0) break;
-      seq = a.y, kv_len = a.z, n_splits = a.w, rank_shift = b.x, rank_tokens = b.y, group = b.z, split = b.w;
-      ranks = 1 << rank_shift;
-    } else {
-      if (!window_started) {
-        window.start(batch, fill_window);
-        window_started = true;
-      }
-      if (!window.seek(item, batch, fill_window, locate_in_window, cursor, capacity, n_groups, rule)) break;
-      seq = cursor.seq, kv_len = cursor.kv_len, n_splits = cursor.n_splits, ranks = cursor.ranks;
-      rank_shift = cursor.rank_shift, rank_tokens = cursor.rank_tokens;
-      group = cursor.group_of(item), split = cursor.split_of(item);
-    }
+  for (int64_t item = unit;
+       window.seek(item, batch, fill_window, locate_in_window, cursor, capacity, n_groups, rule);
+       item = next_item) {
     // The barrier: the previous item's shared-memory reads (and of `claimed`) are done. Claims
     // only grow, so a CTA's items come in increasing order, as the cursor needs. (With clusters the
     // previous item ended at a cluster barrier.)
@@ -146,11 +121,14 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     // the thread that claims does not wait for the atomic before the item's first loads.
     int claim = 0;
     if (tid == 0 && cluster_rank == 0) claim = atomicAdd(next_unclaimed, 1);
+    const int seq = cursor.seq, kv_len = cursor.kv_len, n_splits = cursor.n_splits;
     // The item's head groups take `ranks` CTAs each: this CTA is rank `rank` of group group_index
     // (past the last group when the item has fewer groups than the cluster has room for: idle).
+    const int ranks = cursor.ranks;
     const int rank = cluster_rank & (ranks - 1);
-    const int group_index = group + (cluster_rank >> rank_shift);
+    const int group_index = cursor.group_of(item) + (cluster_rank >> cursor.rank_shift);
     const bool idle = group_index >= n_groups;
+    const int split = cursor.split_of(item);
     const int kv_head = group_index / head_tiles;
     const int head_tile = group_index % head_tiles;
     const int head0 = kv_head * group + head_tile * Cfg::kRows;
@@ -177,6 +155,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
 
     // This CTA's keys: the split's, or with clusters its rank's stretch of them (possibly none,
     // when a short sequence leaves the last ranks without keys).
+    const int rank_tokens = cursor.rank_tokens;
     const int split_begin = (split * ranks + rank) * rank_tokens;
     const int split_end = min(kv_len, split_begin + rank_tokens);
     const int n_steps =
@@ -187,8 +166,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     const int first_block = split_begin >> block_shift;
     const int n_blocks = n_steps > 0 ? ((split_end - 1) >> block_shift) - first_block + 1 : 0;
     // (A split spans at most kDecodeMaxSplitBlocks blocks: the launcher checks split_tokens.)
-    if (!recorded)
-      for (int i = tid; i < n_blocks; i += Cfg::kThreads) split_blocks[i] = block_table[first_block + i];
+    for (int i = tid; i < n_blocks; i += Cfg::kThreads) split_blocks[i] = block_table[first_block + i];
     __syncthreads();
     if (item == unit && tid == 0) trace_mark(trace, 4);  // its block numbers are staged
     // One stage's K and V rows first .. first + kKeys - 1 (zero-filled past the split, the row at
@@ -436,52 +414,6 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
                                                   ctas_done, trace, tid);
 }
 
-// The first item of each split-kernel CTA of a launch of `ctas` CTAs (decode_attention_locate), one
-// warp a CTA, with the split kernel's own arithmetic: the same window, cursor and key stretch.
-__global__ void __launch_bounds__(32)
-    decode_locate_kernel(const int32_t* __restrict__ block_tables, int max_blocks_per_seq, int block_size,
-                         const int32_t* __restrict__ kv_lens, int batch, int n_groups, DecodeSplitRule rule,
-                         DecodeFirstItem* __restrict__ first) {
-  allow_next_grid();  // the next kernel waits for this one before anything reads the records
-  wait_for_previous_grid();  // the step's lengths and block tables
-  const int lane = threadIdx.x;
-  const int cluster_shift = log2_of_pow2(rule.cluster);
-  const int cluster_rank = static_cast<int>(blockIdx.x) & (rule.cluster - 1);
-  const int64_t unit = blockIdx.x >> cluster_shift;
-  const int64_t capacity = static_cast<int64_t>(max_blocks_per_seq) * block_size;
-  WarpSeqWindow seqs{kv_lens, batch, capacity, n_groups, rule, lane};
-  const auto fill_window = [&](int first_seq) { return seqs.fill(first_seq); };
-  const auto locate_in_window = [&](int64_t rel, int& i, int& before, int& len) { seqs.locate(rel, i, before, len); };
-  DecodeItemWindow<32> window;
-  window.start(batch, fill_window);
-  DecodeItemCursor cursor;
-  DecodeFirstItem* rec = first + blockIdx.x;
-  if (!window.seek(unit, batch, fill_window, locate_in_window, cursor, capacity, n_groups, rule)) {
-    if (lane == 0) rec->valid = 0;
-    return;
-  }
-  const int group = cursor.group_of(unit), split = cursor.split_of(unit);
-  const int rank = cluster_rank & (cursor.ranks - 1);
-  const bool idle = group + (cluster_rank >> cursor.rank_shift) >= n_groups;
-  const int split_begin = (split * cursor.ranks + rank) * cursor.rank_tokens;
-  const int split_end = min(cursor.kv_len, split_begin + cursor.rank_tokens);
-  const int block_shift = __ffs(block_size) - 1;
-  const int first_block = split_begin >> block_shift;
-  const int n_blocks = !idle && split_begin < split_end ? ((split_end - 1) >> block_shift) - first_block + 1 : 0;
-  const int32_t* table = block_tables + static_cast<int64_t>(cursor.seq) * max_blocks_per_seq + first_block;
-  for (int i = lane; i < n_blocks; i += 32) rec->blocks[i] = table[i];
-  if (lane == 0) {
-    rec->seq = cursor.seq;
-    rec->kv_len = cursor.kv_len;
-    rec->n_splits = cursor.n_splits;
-    rec->rank_shift = cursor.rank_shift;
-    rec->rank_tokens = cursor.rank_tokens;
-    rec->group = group;
-    rec->split = split;
-    rec->valid = 1;
-  }
-}
-
 // One wave of the split kernel: the CTAs (clusters of `ranks`) that fit on the GPU at once, queried
 // once per kernel instance and cluster size (a failed query gives one CTA per SM, one cluster per
 // `ranks` SMs).
@@ -519,19 +451,6 @@ int decode_wave(int ranks) {
   return wave;
 }
 
-// Units (CTAs, or clusters) of a split-kernel launch: one wave, and no more than the step can have
-// items.
-template <class T, int HEAD_DIM, int STAGES>
-int64_t split_units(const DecodeVariant& variant, const AttentionShape& shape, int batch,
-                    const DecodeAttentionPlan& plan) {
-  const int ranks = plan.cluster_ranks;
-  const int wave = decode_wave<T, HEAD_DIM, STAGES>(ranks);
-  const int group = shape.n_heads / shape.n_kv_heads;
-  const int n_groups = shape.n_kv_heads * ((group + 15) / 16);
-  const int64_t most_items = decode_items_bound(batch, n_groups, plan, ranks);
-  return std::min<int64_t>(variant.ctas > 0 ? std::max(1, variant.ctas / ranks) : wave, most_items);
-}
-
 }  // namespace
 
 DecodeVariant choose_decode_variant(int head_dim, int max_smem_per_block) {
@@ -559,14 +478,9 @@ int decode_wave_units(const DecodeVariant& variant, int head_dim, int cluster_ra
   return wave;
 }
 
-namespace {
-
-// What a split-kernel launch does: attend, or locate the first items for later launches.
-enum class SplitLaunch { kAttend, kLocate };
-
-Status run_split_launch(SplitLaunch mode, const DecodeVariant& variant, const void* q, void* out, DType dtype,
-                        const AttentionShape& shape, const PagedKvView& kv, const int32_t* kv_lens, int batch,
-                        const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream) {
+Status decode_attention_variant(const DecodeVariant& variant, const void* q, void* out, DType dtype,
+                                const AttentionShape& shape, const PagedKvView& kv, const int32_t* kv_lens, int batch,
+                                const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream) {
   if (Status s = check_common(q, out, shape, kv, batch); !s.ok()) return s;
   if (plan.split_tokens <= 0 || plan.split_tokens % kv.layout.block_size != 0)
     return Status::error(str_cat("decode_attention: split_tokens=", plan.split_tokens,
@@ -593,9 +507,7 @@ Status run_split_launch(SplitLaunch mode, const DecodeVariant& variant, const vo
         "decode_attention: workspace must be set and 16-byte aligned "
         "(size it with decode_attention_workspace_bytes)");
   if (variant.stacked && ranks > 1)
-    return mode == SplitLaunch::kLocate
-               ? Status()  // the stacked kernel locates its own items
-               : decode_attention_stacked(variant, q, out, dtype, shape, kv, kv_lens, batch, plan, workspace, stream);
+    return decode_attention_stacked(variant, q, out, dtype, shape, kv, kv_lens, batch, plan, workspace, stream);
   const int group = shape.n_heads / shape.n_kv_heads;
   const int head_tiles = (group + 15) / 16;
   const float scale_log2 = shape.scale * 1.4426950408889634f;
@@ -603,10 +515,7 @@ Status run_split_launch(SplitLaunch mode, const DecodeVariant& variant, const vo
 
   return dispatch_dtype(dtype, [&](auto type_tag) {
     using T = decltype(type_tag);
-    const auto generic = [&] {
-      return mode == SplitLaunch::kLocate ? Status()
-                                           : decode_attention_generic<T>(q, out, shape, kv, kv_lens, batch, plan, stream);
-    };
+    const auto generic = [&] { return decode_attention_generic<T>(q, out, shape, kv, kv_lens, batch, plan, stream); };
     const auto tensor_core = [&](auto head_dim_tag) {
       constexpr int kHeadDim = decltype(head_dim_tag)::value;
       return dispatch_stages(variant.stages, [&](auto stages_tag) -> Status {
@@ -615,49 +524,24 @@ Status run_split_launch(SplitLaunch mode, const DecodeVariant& variant, const vo
         auto split_kernel = decode_split_kernel<T, kHeadDim, kStages>;
         FUSELM_CUDA_RETURN(
             cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
+        const int wave = decode_wave<T, kHeadDim, kStages>(ranks);
+        // No more CTAs (clusters) than the step can have items.
         const int n_groups = shape.n_kv_heads * head_tiles;
-        const int64_t units = split_units<T, kHeadDim, kStages>(variant, shape, batch, plan);
+        const int64_t most_items = decode_items_bound(batch, n_groups, plan, ranks);
+        const int64_t units =
+            std::min<int64_t>(variant.ctas > 0 ? std::max(1, variant.ctas / ranks) : wave, most_items);
         const DecodeSplitRule rule{plan.split_tokens, ranks, plan.max_splits_per_seq, plan.min_rank_keys};
-        // The first items decode_attention_locate wrote, where it wrote them (the same test).
-        const bool located = plan.located && units * ranks <= kLocatedCtas;
-        if (located && mode == SplitLaunch::kLocate) {
-          FUSELM_CUDA_RETURN(launch_kernel(decode_locate_kernel, dim3(static_cast<unsigned>(units * ranks)), dim3(32), 0,
-                                           stream, pdl, kv.block_tables, kv.max_blocks_per_seq, kv.layout.block_size,
-                                           kv_lens, batch, n_groups, rule,
-                                           reinterpret_cast<DecodeFirstItem*>(static_cast<uint8_t*>(workspace) +
-                                                                              DecodeWorkspaceLayout::kLocatedOffset)));
-          return Status();
-        }
-        if (mode == SplitLaunch::kLocate) return Status();
         FUSELM_CUDA_RETURN(launch_kernel_in_clusters(
             split_kernel, dim3(static_cast<unsigned>(units * ranks)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream,
             pdl, ranks, static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k),
             static_cast<const uint16_t*>(kv.v), kv.layout, kv.block_tables, kv.max_blocks_per_seq, kv_lens, batch,
             shape.n_heads, group, head_tiles, n_groups, rule, scale_log2, decode_workspace_layout(shape, plan),
-            static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out), located, plan.trace));
+            static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out), plan.trace));
         return Status();
       });
     };
     return dispatch_head_dim(shape.head_dim, tensor_core, generic);
   });
-}
-
-}  // namespace
-
-Status decode_attention_variant(const DecodeVariant& variant, const void* q, void* out, DType dtype,
-                                const AttentionShape& shape, const PagedKvView& kv, const int32_t* kv_lens, int batch,
-                                const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream) {
-  return run_split_launch(SplitLaunch::kAttend, variant, q, out, dtype, shape, kv, kv_lens, batch, plan, workspace,
-                          stream);
-}
-
-Status decode_attention_locate_variant(const DecodeVariant& variant, DType dtype, const AttentionShape& shape,
-                                       const PagedKvView& kv, const int32_t* kv_lens, int batch,
-                                       const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream) {
-  if (!plan.located) return Status();
-  // check_common wants q and out: any non-null pointers (the locate launch reads neither).
-  return run_split_launch(SplitLaunch::kLocate, variant, kv_lens, workspace, dtype, shape, kv, kv_lens, batch, plan,
-                          workspace, stream);
 }
 
 }  // namespace attention_detail
@@ -666,7 +550,7 @@ size_t decode_attention_workspace_bytes(const AttentionShape& shape, const Decod
   if (max_batch <= 0 || shape.n_heads <= 0 || shape.n_kv_heads <= 0 || shape.head_dim <= 0 ||
       plan.max_splits_per_seq <= 0)
     return 0;
-  return attention_detail::DecodeWorkspaceLayout::kSequencesOffset +
+  return attention_detail::DecodeWorkspaceLayout::kHeaderBytes +
          static_cast<size_t>(max_batch) * attention_detail::decode_workspace_layout(shape, plan).record_bytes;
 }
 
@@ -678,17 +562,15 @@ Status decode_attention_init_workspace(void* workspace, const AttentionShape& sh
   // The header and the counters at the head of each sequence's record: the partials need no
   // initial value.
   FUSELM_CUDA_RETURN(cudaMemsetAsync(workspace, 0, attention_detail::DecodeWorkspaceLayout::kHeaderBytes, stream));
-  FUSELM_CUDA_RETURN(cudaMemset2DAsync(static_cast<uint8_t*>(workspace) + attention_detail::DecodeWorkspaceLayout::kSequencesOffset,
+  FUSELM_CUDA_RETURN(cudaMemset2DAsync(static_cast<uint8_t*>(workspace) + attention_detail::DecodeWorkspaceLayout::kHeaderBytes,
                                        static_cast<size_t>(layout.record_bytes), 0,
                                        static_cast<size_t>(layout.lse_offset), static_cast<size_t>(max_batch), stream));
   return Status();
 }
 
-namespace {
-
-// The variant decode_attention runs for this launch.
-attention_detail::DecodeVariant launch_variant(const AttentionShape& shape, const PagedKvView& kv, int batch,
-                                               const DecodeAttentionPlan& plan) {
+Status decode_attention(const void* q, void* out, DType dtype, const AttentionShape& shape, const PagedKvView& kv,
+                        const int32_t* kv_lens, int batch, const DecodeAttentionPlan& plan, void* workspace,
+                        cudaStream_t stream) {
   // 0 (a failed query) chooses two stages, which every GPU can hold.
   attention_detail::DecodeVariant variant =
       attention_detail::choose_decode_variant(shape.head_dim, device_limits().max_smem_per_block);
@@ -698,22 +580,8 @@ attention_detail::DecodeVariant launch_variant(const AttentionShape& shape, cons
     stacked.stages = attention_detail::kStackedStages;
     if (attention_detail::decode_stacked_fits(stacked, shape, plan, kv.layout.block_size)) variant = stacked;
   }
-  return variant;
-}
-
-}  // namespace
-
-Status decode_attention(const void* q, void* out, DType dtype, const AttentionShape& shape, const PagedKvView& kv,
-                        const int32_t* kv_lens, int batch, const DecodeAttentionPlan& plan, void* workspace,
-                        cudaStream_t stream) {
-  return attention_detail::decode_attention_variant(launch_variant(shape, kv, batch, plan), q, out, dtype, shape, kv,
-                                                    kv_lens, batch, plan, workspace, stream);
-}
-
-Status decode_attention_locate(DType dtype, const AttentionShape& shape, const PagedKvView& kv, const int32_t* kv_lens,
-                               int batch, const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream) {
-  return attention_detail::decode_attention_locate_variant(launch_variant(shape, kv, batch, plan), dtype, shape, kv,
-                                                           kv_lens, batch, plan, workspace, stream);
+  return attention_detail::decode_attention_variant(variant, q, out, dtype, shape, kv, kv_lens, batch, plan, workspace,
+                                                    stream);
 }
 
 }  // namespace fuselm

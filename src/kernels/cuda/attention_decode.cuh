@@ -14,28 +14,12 @@
 
 namespace fuselm::attention_detail {
 
-// A split-kernel CTA's first item, located once per step for all of the step's launches
-// (decode_attention_locate): which item a CTA takes first follows from its place in the grid and
-// the step's lengths alone, and locating it (the lengths, a prefix sum, then the block table) was a
-// chain of round trips and cold code before every launch's first K/V loads, on the critical path of
-// the 1B shape's step (docs/kernels/attention.md, session 22).
-inline constexpr int kLocatedCtas = 1024;  // the most CTAs of a launch that reads them
-struct DecodeFirstItem {
-  int32_t valid;  // 0: the CTA has no item
-  int32_t seq, kv_len, n_splits, rank_shift, rank_tokens, group, split;  // as DecodeItemCursor has them
-  int32_t blocks[kDecodeMaxSplitBlocks];  // the block numbers of this CTA's keys, from its first
-};
-
-// The workspace: a header of two counters (the next work item to claim, the CTAs done), the first
-// items of the step's CTAs, then one record per sequence, at a place that does not depend on the
-// batch of a launch (so counters a launch leaves at zero stay where any later launch looks for
-// them): [merge counter per head group][log2-sum-exp per (head, split)][partial output per (head,
-// split)].
+// The workspace: a header of two counters (the next work item to claim, the CTAs done), then one
+// record per sequence, at a place that does not depend on the batch of a launch (so counters a
+// launch leaves at zero stay where any later launch looks for them): [merge counter per head
+// group][log2-sum-exp per (head, split)][partial output per (head, split)].
 struct DecodeWorkspaceLayout {
   static constexpr int64_t kHeaderBytes = 16;
-  static constexpr int64_t kLocatedOffset = kHeaderBytes;
-  static constexpr int64_t kSequencesOffset =
-      kLocatedOffset + kLocatedCtas * static_cast<int64_t>(sizeof(DecodeFirstItem));
   int64_t lse_offset = 0, out_offset = 0, record_bytes = 0;  // within a record
 };
 DecodeWorkspaceLayout decode_workspace_layout(const AttentionShape& shape, const DecodeAttentionPlan& plan);

@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(kTeams * DecodeConfig<HEAD_DIM, STAGES>::kThre
   const int64_t unit = blockIdx.x;
   int* next_unclaimed = reinterpret_cast<int*>(workspace);
   int* ctas_done = next_unclaimed + 1;
-  uint8_t* records = workspace + DecodeWorkspaceLayout::kSequencesOffset;
+  uint8_t* records = workspace + DecodeWorkspaceLayout::kHeaderBytes;
   WarpSeqWindow seqs{kv_lens, batch, capacity, n_groups, rule, lane};
   const auto fill_window = [&](int first_seq) { return seqs.fill(first_seq); };
   const auto locate_in_window = [&](int64_t rel, int& i, int& before, int& len) { seqs.locate(rel, i, before, len); };

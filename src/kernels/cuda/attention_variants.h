@@ -61,9 +61,5 @@ bool decode_stacked_fits(const DecodeVariant& variant, const AttentionShape& sha
 Status decode_attention_variant(const DecodeVariant& variant, const void* q, void* out, DType dtype,
                                 const AttentionShape& shape, const PagedKvView& kv, const int32_t* kv_lens, int batch,
                                 const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream);
-// decode_attention_locate for `variant`.
-Status decode_attention_locate_variant(const DecodeVariant& variant, DType dtype, const AttentionShape& shape,
-                                       const PagedKvView& kv, const int32_t* kv_lens, int batch,
-                                       const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream);
 
 }  // namespace fuselm::attention_detail

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
@@ -179,22 +178,10 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
   DecodeAttentionPlan attention = attention_plan;
   attention.pdl = model.pdl;
 
-  // Decode attention's CTAs find their first item once per step here, not at every layer (a chain
-  // of round trips before each launch's first K/V loads). Every later kernel starts after this one
-  // has ended: the embedding waits for it and lets its successors start only after that wait.
-  Status s;
-  attention.located = !model.layers.empty() && std::getenv("FUSELM_LAB_NO_LOCATE") == nullptr;
-  if (attention.located) {
-    const PagedKvView kv{model.layers[0].k_cache, model.layers[0].v_cache, model.kv_layout, in.block_tables,
-                         in.max_blocks_per_seq};
-    if (!(s = decode_attention_locate(model.dtype, shape, kv, in.kv_lens, m, attention, buf.attention_workspace,
-                                      stream)).ok())
-      return s;
-  }
-  if (!(s = fused_embed(model.embedding, model.dtype, model.hidden, in.tokens, in.sampled, m,
-                        model.layers.empty() ? model.final_norm : model.layers[0].attn_norm, buf.residual, buf.xg,
-                        buf.partials, stream, model.pdl, slot(0))).ok())
-    return s;
+  Status s = fused_embed(model.embedding, model.dtype, model.hidden, in.tokens, in.sampled, m,
+                         model.layers.empty() ? model.final_norm : model.layers[0].attn_norm, buf.residual, buf.xg,
+                         buf.partials, stream, model.pdl, slot(0));
+  if (!s.ok()) return s;
   const SkinnyInput xg_in{buf.xg, model.hidden, m};
   for (size_t l = 0; l < model.layers.size(); ++l) {
     const FusedDecodeLayer& layer = model.layers[l];
