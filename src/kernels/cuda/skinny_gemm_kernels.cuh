@@ -343,9 +343,12 @@ struct SwigluEpilogue {
 __device__ __forceinline__ void norm_rstd(float* rstd, const SkinnyNorm& norm, int m, int warp, int warps, int lane) {
   if (norm.partials == nullptr) return;
   constexpr int kChunk = 8;  // loads issued together (a loop adding after each load waits per load)
+  // The outer loops rolled: one or two passes each, run once per launch from a cold cache.
+#pragma unroll 1
   for (int tok = warp; tok < m; tok += warps) {
     const float* row = norm.partials + tok * norm.num_partials;
     float s = 0.0f;
+#pragma unroll 1
     for (int p0 = lane; p0 < norm.num_partials; p0 += 32 * kChunk) {
       float v[kChunk];
 #pragma unroll
@@ -585,6 +588,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
       for (int i = 0; i < 4; ++i) red[(warp * kFrag + (r * MT + mt) * 4 + i) * 32 + lane] = acc[r][mt][i];
   __syncthreads();
+#pragma unroll 1  // one pass at most tile shapes: the unrolled copies were code fetched cold
   for (int e = threadIdx.x; e < kFrag * 32; e += WARPS * 32) {
     float s = red[e];
 #pragma unroll
