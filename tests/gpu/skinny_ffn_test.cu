@@ -146,10 +146,10 @@ const ClassPair kPairs[] = {
     {"k1/k2", cta(1, 4, 1), cta(1, 4, 2), 1},
 };
 
-void check_case(const FfnCase& c, const ClassPair& pair, int ctas, bool pdl, int max_stages = 0, bool bulk = false) {
+void check_case(const FfnCase& c, const ClassPair& pair, int ctas, bool pdl, int max_stages = 0) {
   const std::string what = std::string(pair.name) + " hidden " + std::to_string(c.hidden) + " ffn " +
                            std::to_string(c.ffn) + " m " + std::to_string(c.m) + " ctas " + std::to_string(ctas) +
-                           (pdl ? " pdl" : "") + (bulk ? " bulk copies" : "");
+                           (pdl ? " pdl" : "");
   SCOPED_TRACE(what);
   // The two launches, as the decode step runs them.
   FfnRun ref(c);
@@ -165,7 +165,6 @@ void check_case(const FfnCase& c, const ClassPair& pair, int ctas, bool pdl, int
   ASSERT_STATUS_OK(skinny_ffn_schedule_shape(c.gate_up, c.down, pair.gate_up, pair.down, ctas, &shape));
   FfnPlanOnDevice plan(shape, make_ffn_schedule(shape));
   plan.plan.max_stages = max_stages;
-  plan.plan.bulk_copies = bulk;
   FfnRun run(c);
   SkinnyGemmLaunch launch;
   launch.pdl = pdl;
@@ -196,10 +195,8 @@ TEST(SkinnyFfn, GivesTheTwoLaunchesBitsForEveryClassPair) {
       for (const ClassPair& pair : kPairs) {
         if (pair.gate_up_group > 1 && mma_tiles(2 * ffn) % pair.gate_up_group != 0) continue;
         FfnCase c(hidden, ffn, m, pair.gate_up_group, gen);
-        for (bool bulk : {false, true}) {
-          check_case(c, pair, sms, false, 0, bulk);
-          check_case(c, pair, 5, false, 0, bulk);  // several jobs a CTA
-        }
+        check_case(c, pair, sms, false);
+        check_case(c, pair, 5, false);  // several jobs a CTA
       }
     }
   }
@@ -215,7 +212,6 @@ TEST(SkinnyFfn, TwoCtasAnSmGiveTheSameBits) {
     for (const ClassPair& pair : {kPairs[0], kPairs[1]}) {
       FfnCase c(512, 1792, m, pair.gate_up_group, gen);
       check_case(c, pair, 2 * sms, false, 4);
-      check_case(c, pair, 2 * sms, false, 4, true);
     }
   }
 }
@@ -236,7 +232,6 @@ TEST(SkinnyFfn, PdlLaunchesAndGraphReplaysGiveTheSameBits) {
   FfnCase c(512, 1792, 2, 1, gen);
   const ClassPair pair = kPairs[0];
   check_case(c, pair, 24, true);
-  check_case(c, pair, 24, true, 0, true);
 
   // A graph of the reference's two launches' inputs being reset, then the one launch with PDL.
   FfnScheduleShape shape;
@@ -318,8 +313,8 @@ TEST(SkinnyFfn, RefusesWhatItCannotRun) {
 
 // Lab: the one launch against the two on the Llama-3.2-1B and -3.1-8B FFN shapes at one token,
 // each launch sequence alone on a stream with PDL (no neighbours), CUDA events over 200 launches,
-// the one launch's ring at 4, 8 and 12 stages, two CTAs an SM, a job order that differs between CTAs,
-// and bulk copies instead of cp.async. Prints us per FFN and the weight stream's TB/s, then per-CTA stamps.
+// the one launch's ring at 4, 8 and 12 stages, two CTAs an SM, and a job order that differs between
+// CTAs. Prints us per FFN and the weight stream's TB/s, then per-CTA stamps.
 TEST(SkinnyFfn, DISABLED_Lab) {
   FUSELM_REQUIRE_GPU();
   std::mt19937 gen(19);
@@ -380,23 +375,14 @@ TEST(SkinnyFfn, DISABLED_Lab) {
       std::reverse(first, std::find_if(first, last, [](int32_t job) { return (job & kFfnDownJob) != 0; }));
     }
     FfnPlanOnDevice plan_reversed(shape, reversed);
-    struct Arm {
-      const char* label;
-      FfnPlanOnDevice* plan;
-      int stages;
-      bool bulk;
-    };
-    for (const Arm& arm : {Arm{"2 CTAs an SM, 4 st.", &plan2, 4, false}, Arm{"odd CTAs reversed", &plan_reversed, 0, false},
-                           Arm{"bulk, 4 stages", &plan, 4, true}, Arm{"bulk, 8 stages", &plan, 8, true},
-                           Arm{"bulk, 12 stages", &plan, 12, true}, Arm{"bulk, 2 CTAs an SM", &plan2, 4, true}}) {
-      arm.plan->plan.max_stages = arm.stages;
-      arm.plan->plan.bulk_copies = arm.bulk;
+    const std::pair<const char*, FfnPlanOnDevice*> arms[] = {{"2 CTAs an SM, 4 st.", &plan2},
+                                                             {"odd CTAs reversed", &plan_reversed}};
+    for (const auto& [label, arm] : arms) {
       const double one = time_us([&] {
-        return skinny_ffn(c.gate_up, c.down, run.in(c), c.norm(run.partials_in), act, run.out(c, false),
-                          arm.plan->plan, stream, pdl);
+        return skinny_ffn(c.gate_up, c.down, run.in(c), c.norm(run.partials_in), act, run.out(c, false), arm->plan,
+                          stream, pdl);
       });
-      arm.plan->plan.bulk_copies = false;
-      std::printf("[bench] %-13s %-19s %7.2f us  %5.2f TB/s\n", sh.name, arm.label, one, bytes / one * 1e-6);
+      std::printf("[bench] %-13s %-19s %7.2f us  %5.2f TB/s\n", sh.name, label, one, bytes / one * 1e-6);
     }
     // Where a CTA's time goes: one more launch behind a warm one, with the lab stamps, each event's
     // mean and latest over the CTAs, us after the first CTA's start.
@@ -438,9 +424,7 @@ TEST(SkinnyFfn, DISABLED_Lab) {
     };
     plan.plan.max_stages = 0;
     print_stamps(plan, "one CTA an SM, 8 stages");
-    plan.plan.bulk_copies = true;
-    print_stamps(plan, "bulk copies, one CTA an SM, 8 stages");
-    plan.plan.bulk_copies = false;
+    print_stamps(plan2, "two CTAs an SM, 4 stages");
     cudaStreamDestroy(stream);
   }
 }

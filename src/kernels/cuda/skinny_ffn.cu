@@ -128,18 +128,10 @@ __device__ __forceinline__ void slot_barrier(const FfnItem& it, int warp) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(it.pieces * 32) : "memory");
 }
 
-template <typename T, int STAGES, bool BULK>
+template <typename T, int STAGES>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocksPerSm) skinny_ffn_kernel(FfnArgs a) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  if constexpr (BULK) {
-    __trap();  // the launcher refuses bulk copies without sm_90 code
-    return;
-  }
-#endif
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ float rstd[kSkinnyFfnMaxTokens];
-  // With bulk copies: one barrier per ring stage of each warp, completed by the stage's bytes.
-  __shared__ uint64_t landed[BULK ? kWarps * STAGES : 1];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   if (threadIdx.x == 0) {
@@ -154,16 +146,6 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocksPerSm) skinny_ffn_kerne
 
   const int j0 = a.offsets[blockIdx.x], j1 = a.offsets[blockIdx.x + 1];
   const uint64_t policy = l2_evict_first_policy();
-  uint64_t* warp_landed = landed + (BULK ? warp * STAGES : 0);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (BULK) {
-    if (lane == 0) {
-      for (int s = 0; s < STAGES; ++s) mbar_init(&warp_landed[s], 1);
-      mbar_init_fence();
-    }
-    __syncwarp();
-  }
-#endif
 
   // The issue cursor: the warp's items in job order, stage by stage, STAGES - 1 stages ahead of use.
   int issue_job = j0 - 1, issue_stage = 0;
@@ -181,35 +163,16 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocksPerSm) skinny_ffn_kerne
       const int64_t left = issue_item.ke - issue_item.kb - first;
       const int n = left < kStageKTiles ? static_cast<int>(left) : kStageKTiles;
       const uint4* src = issue_item.src + first * issue_item.kt_stride;
-      if constexpr (BULK) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        // Lane 0 copies the whole stage: every lane's reads of the slot (the stage before the one
-        // just multiplied) are done, and ordered before the async proxy's writes.
-        __syncwarp();
-        if (lane == 0) {
-          uint64_t* bar = &warp_landed[issued % STAGES];
-          fence_proxy_async();
-          mbar_arrive_expect_tx(bar, static_cast<uint32_t>(n) * 512);
-          const uint4* lane0 = src - lane;
-          if (issue_item.kt_stride == 32) {  // tile group of 1: the stage's k-tiles lie together
-            bulk_copy_to_shared(dst, lane0, static_cast<uint32_t>(n) * 512, bar, policy);
-          } else {
-            for (int u = 0; u < n; ++u) bulk_copy_to_shared(dst + u * 32, lane0 + u * issue_item.kt_stride, 512, bar, policy);
-          }
-        }
-#endif
-      } else {
 #pragma unroll
-        for (int u = 0; u < kStageKTiles; ++u)
-          if (u < n) cp_async_16_evict_first(dst + u * 32 + lane, src + u * issue_item.kt_stride, policy);
-      }
+      for (int u = 0; u < kStageKTiles; ++u)
+        if (u < n) cp_async_16_evict_first(dst + u * 32 + lane, src + u * issue_item.kt_stride, policy);
       ++issue_stage;
       ++issued;
     } else if (!all_issued) {
       all_issued = true;
       allow_next_grid();  // every weight this warp reads is on its way
     }
-    if constexpr (!BULK) cp_async_commit();  // one group per call, empty or not: the waits below count groups
+    cp_async_commit();  // one group per call, empty or not: the waits below count groups
   };
 #pragma unroll 1
   for (int s = 0; s < STAGES - 1; ++s) issue_next();
@@ -257,13 +220,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocksPerSm) skinny_ffn_kerne
     float acc[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll 1
     for (int s = 0; s < it.stages; ++s) {
-      if constexpr (BULK) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        mbar_wait(&warp_landed[consumed % STAGES], static_cast<uint32_t>(consumed / STAGES) & 1u);
-#endif
-      } else {
-        cp_async_wait<STAGES - 2>();
-      }
+      cp_async_wait<STAGES - 2>();
       if (first_stage) {
         first_stage = false;
         if (threadIdx.x == 0) {
@@ -353,15 +310,8 @@ constexpr size_t ring_bytes() {
 }
 
 template <typename T, int STAGES>
-Status launch_ffn(const FfnArgs& args, size_t smem, int ctas, bool bulk, const SkinnyGemmLaunch& options,
-                  cudaStream_t stream) {
-  auto* kernel = bulk ? skinny_ffn_kernel<T, STAGES, true> : skinny_ffn_kernel<T, STAGES, false>;
-  if (bulk) {
-    cudaFuncAttributes attr{};
-    FUSELM_CUDA_RETURN(cudaFuncGetAttributes(&attr, kernel));
-    if (attr.binaryVersion < 90)
-      return Status::error("one-launch FFN: bulk copies need an sm_90+ GPU and a build with sm_90 code");
-  }
+Status launch_ffn(const FfnArgs& args, size_t smem, int ctas, const SkinnyGemmLaunch& options, cudaStream_t stream) {
+  auto* kernel = skinny_ffn_kernel<T, STAGES>;
   FUSELM_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   // A down item waits for gate/up tiles of other CTAs: a CTA that is not resident while others
   // wait for it would never run. So every CTA must fit on the GPU at once.
@@ -497,14 +447,14 @@ Status skinny_ffn(const PackedWeight& gate_up, const PackedWeight& down, const S
   // from the neighbouring kernels' CTAs.
   const int most = plan.max_stages > 0 ? plan.max_stages : 8;
   if (most >= 12 && sm.bytes_without_ring + ring_bytes<12>() <= limit)
-    return bf16 ? launch_ffn<__nv_bfloat16, 12>(a, sm.bytes_without_ring + ring_bytes<12>(), plan.ctas, plan.bulk_copies, options, stream)
-                : launch_ffn<__half, 12>(a, sm.bytes_without_ring + ring_bytes<12>(), plan.ctas, plan.bulk_copies, options, stream);
+    return bf16 ? launch_ffn<__nv_bfloat16, 12>(a, sm.bytes_without_ring + ring_bytes<12>(), plan.ctas, options, stream)
+                : launch_ffn<__half, 12>(a, sm.bytes_without_ring + ring_bytes<12>(), plan.ctas, options, stream);
   if (most >= 8 && sm.bytes_without_ring + ring_bytes<8>() <= limit)
-    return bf16 ? launch_ffn<__nv_bfloat16, 8>(a, sm.bytes_without_ring + ring_bytes<8>(), plan.ctas, plan.bulk_copies, options, stream)
-                : launch_ffn<__half, 8>(a, sm.bytes_without_ring + ring_bytes<8>(), plan.ctas, plan.bulk_copies, options, stream);
+    return bf16 ? launch_ffn<__nv_bfloat16, 8>(a, sm.bytes_without_ring + ring_bytes<8>(), plan.ctas, options, stream)
+                : launch_ffn<__half, 8>(a, sm.bytes_without_ring + ring_bytes<8>(), plan.ctas, options, stream);
   if (sm.bytes_without_ring + ring_bytes<4>() <= limit)
-    return bf16 ? launch_ffn<__nv_bfloat16, 4>(a, sm.bytes_without_ring + ring_bytes<4>(), plan.ctas, plan.bulk_copies, options, stream)
-                : launch_ffn<__half, 4>(a, sm.bytes_without_ring + ring_bytes<4>(), plan.ctas, plan.bulk_copies, options, stream);
+    return bf16 ? launch_ffn<__nv_bfloat16, 4>(a, sm.bytes_without_ring + ring_bytes<4>(), plan.ctas, options, stream)
+                : launch_ffn<__half, 4>(a, sm.bytes_without_ring + ring_bytes<4>(), plan.ctas, options, stream);
   return Status::error(str_cat("one-launch FFN: ", m, " tokens of hidden ", hidden, " and ffn ", ffn, " need ",
                                sm.bytes_without_ring + ring_bytes<4>(), " bytes of shared memory; the GPU gives a block ",
                                limit));

@@ -56,9 +56,6 @@ struct SkinnyFfnPlan {
   int* counters = nullptr;           // device [down_pieces + 1], zeroed
   // The most 2 KB stages a warp's ring holds (4, 8 or 12; 0: 8, or 4 where 8 do not fit). Same bits.
   int max_stages = 0;
-  // Each warp's stages moved by bulk copies (the copy engine, one per stage) instead of 16-byte
-  // cp.async a lane, which hold the SM's load slots (sm_90+). Same bits.
-  bool bulk_copies = false;
   // Lab only: device [ctas][kSkinnyFfnStamps], zeroed before the launch; null records nothing.
   uint64_t* lab_stamps = nullptr;
 };
