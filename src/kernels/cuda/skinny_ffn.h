@@ -67,7 +67,7 @@ Status skinny_ffn_schedule_shape(const PackedWeight& gate_up, const PackedWeight
                                  int ctas, FfnScheduleShape* shape);
 
 // CTAs of the launch: one per SM (the launch needs every CTA resident at once; skinny_ffn refuses
-// a token count whose shared memory does not fit one CTA on an SM).
+// a plan with more CTAs than the GPU holds at once with the launch's shared memory).
 Status skinny_ffn_ctas(int* ctas);
 
 // act[m][ffn] = SwiGLU of the normed input through gate_up (as skinny_gemm_swiglu), then
