@@ -61,6 +61,7 @@ Status BatchRunner::submit(Request request, const SamplingParams& sampling) {
   if (!s.ok()) return s;
   Live& live = live_.emplace(id, Live(sampling)).first->second;
   live.submitted = Clock::now();
+  if (sampling.repetition_penalty != 1.0f) ++penalised_;
   return s;
 }
 
@@ -86,12 +87,7 @@ bool BatchRunner::submit_next() {
 static_assert(Scheduler::kMaxOutstanding == Engine::kMaxStepsInFlight,
               "the runner keeps as many steps outstanding in the scheduler as in flight in the engine");
 
-bool BatchRunner::can_look_ahead() const {
-  if (in_flight_.size() != 1) return false;
-  for (const auto& [id, live] : live_)
-    if (live.sampler.params.repetition_penalty != 1.0f) return false;
-  return true;
-}
+bool BatchRunner::can_look_ahead() const { return in_flight_.size() == 1 && penalised_ == 0; }
 
 bool BatchRunner::step(const TokenCallback& on_token) {
   if (in_flight_.empty() && !submit_next()) return false;
@@ -144,6 +140,7 @@ void BatchRunner::retire_finished() {
     retiring_.erase(retiring_.begin() + static_cast<std::ptrdiff_t>(i));
     const auto it = live_.find(id);
     const int seq_id = it->second.seq_id;
+    if (it->second.sampler.params.repetition_penalty != 1.0f) --penalised_;
     live_.erase(it);
     engine_.remove_sequence(seq_id);
   }

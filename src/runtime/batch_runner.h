@@ -106,6 +106,9 @@ class BatchRunner {
   std::vector<SequenceChunk> chunks_;
   std::vector<int32_t> sampled_;
   std::vector<Result> finished_;
+  // Live requests with a repetition penalty: each needs every token of its own before its next
+  // step is planned, so none is planned ahead while one lives (counted, not looked for per step).
+  int penalised_ = 0;
   int64_t steps_run_ = 0;
 };
 

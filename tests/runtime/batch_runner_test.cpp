@@ -160,6 +160,41 @@ TEST_F(BatchRunnerTest, StepsOverlapUnlessAPenaltyNeedsEveryToken) {
   }
 }
 
+// Once the penalised request is finished and retired, the next steps overlap again, and the other
+// request still gets what it gets alone.
+TEST_F(BatchRunnerTest, StepsOverlapAgainOnceThePenalisedRequestIsGone) {
+  SamplingParams penalised = BatchRunner::greedy_sampling();
+  penalised.repetition_penalty = 1.3f;
+  const std::vector<int32_t> p1 = prompt(4, 2), p2 = prompt(4, 5);
+  const std::vector<int32_t> alone = generate_alone(*engine_, p2, 12, BatchRunner::greedy_sampling());
+  BatchRunner runner(*engine_, BatchRunner::limits_for(*engine_, 3, 8));
+  Request short_one;
+  short_one.id = 1;
+  short_one.prompt = p1;
+  short_one.max_new_tokens = 2;
+  Request long_one;
+  long_one.id = 2;
+  long_one.prompt = p2;
+  long_one.max_new_tokens = 12;
+  ASSERT_TRUE(runner.submit(short_one, penalised).ok());
+  ASSERT_TRUE(runner.submit(long_one).ok());
+  ASSERT_TRUE(runner.step());
+  EXPECT_EQ(engine_->steps_in_flight(), 0);  // request 1 needs each of its tokens first
+  std::vector<BatchRunner::Result> results;
+  while (results.empty()) {
+    ASSERT_TRUE(runner.step());
+    results = runner.take_finished();
+  }
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].id, 1);
+  ASSERT_TRUE(runner.step());
+  EXPECT_EQ(engine_->steps_in_flight(), 1);
+  runner.run_until_idle();
+  results = runner.take_finished();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].tokens, alone);
+}
+
 TEST_F(BatchRunnerTest, RejectsWhatCanNeverRun) {
   BatchRunner runner(*engine_, BatchRunner::limits_for(*engine_, 3, 8));
   Request outside;
