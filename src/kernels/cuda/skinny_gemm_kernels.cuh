@@ -340,61 +340,27 @@ struct SwigluEpilogue {
 // fixed order; warp w of `warps` takes tokens w, w + warps, ... Called right after the wait for the
 // previous kernel, so that its loads overlap the weight stream instead of following it; the result
 // is read after a later barrier.
-constexpr int kNormChunk = 8;  // partials a lane loads together (a loop adding after each load waits per load)
 __device__ __forceinline__ void norm_rstd(float* rstd, const SkinnyNorm& norm, int m, int warp, int warps, int lane) {
   if (norm.partials == nullptr) return;
+  constexpr int kChunk = 8;  // loads issued together (a loop adding after each load waits per load)
   // The outer loops rolled: one or two passes each, run once per launch from a cold cache.
 #pragma unroll 1
   for (int tok = warp; tok < m; tok += warps) {
     const float* row = norm.partials + tok * norm.num_partials;
     float s = 0.0f;
 #pragma unroll 1
-    for (int p0 = lane; p0 < norm.num_partials; p0 += 32 * kNormChunk) {
-      float v[kNormChunk];
+    for (int p0 = lane; p0 < norm.num_partials; p0 += 32 * kChunk) {
+      float v[kChunk];
 #pragma unroll
-      for (int j = 0; j < kNormChunk; ++j) v[j] = p0 + 32 * j < norm.num_partials ? row[p0 + 32 * j] : 0.0f;
+      for (int j = 0; j < kChunk; ++j) v[j] = p0 + 32 * j < norm.num_partials ? row[p0 + 32 * j] : 0.0f;
 #pragma unroll
-      for (int j = 0; j < kNormChunk; ++j)
+      for (int j = 0; j < kChunk; ++j)
         if (p0 + 32 * j < norm.num_partials) s += v[j];
     }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
     if (lane == 0) rstd[tok] = rsqrtf(s / norm.dim + norm.eps);
   }
-}
-
-// norm_rstd in two halves, where a warp holds one token at most and a token's partials are one
-// pass of loads (m <= warps, 256 partials at most: every decode batch up to the warps): the loads
-// go out right after the wait and are added after the K loop, so that the warp starts its K loop
-// without waiting a round trip for them. Otherwise `begin` runs norm_rstd whole. Same bits either way.
-struct PendingRstd {
-  float v[kNormChunk];
-  bool deferred;
-};
-__device__ __forceinline__ PendingRstd norm_rstd_begin(float* rstd, const SkinnyNorm& norm, int m, int warp,
-                                                       int warps, int lane) {
-  PendingRstd p;
-  p.deferred = norm.partials != nullptr && m <= warps && norm.num_partials <= 32 * kNormChunk;
-  if (!p.deferred) {
-    norm_rstd(rstd, norm, m, warp, warps, lane);
-    return p;
-  }
-  const float* row = norm.partials + min(warp, m - 1) * norm.num_partials;
-#pragma unroll
-  for (int j = 0; j < kNormChunk; ++j)
-    p.v[j] = warp < m && lane + 32 * j < norm.num_partials ? row[lane + 32 * j] : 0.0f;
-  return p;
-}
-__device__ __forceinline__ void norm_rstd_end(float* rstd, const PendingRstd& p, const SkinnyNorm& norm, int m,
-                                              int warp, int lane) {
-  if (!p.deferred || warp >= m) return;
-  float s = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kNormChunk; ++j)
-    if (lane + 32 * j < norm.num_partials) s += p.v[j];
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-  if (lane == 0) rstd[warp] = rsqrtf(s / norm.dim + norm.eps);
 }
 
 // K ranges in 16-wide k-tiles: each of the k_split cluster ranks takes an equal share of K (the
@@ -559,7 +525,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll 1
   for (int s = 0; s < STAGES - 1; ++s) issue_x(s);
   cp_async_commit();
-  const PendingRstd pending_rstd = norm_rstd_begin(rstd, norm, m, warp, WARPS, lane);
+  norm_rstd(rstd, norm, m, warp, WARPS, lane);
   // The epilogue's operands of the tile this warp finishes (at most one: RT <= WARPS), loaded while
   // the K loop streams.
   static_assert(RT <= WARPS, "a warp finishes at most one row tile");
@@ -610,7 +576,6 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
   }
   cp_async_wait<0>();
-  norm_rstd_end(rstd, pending_rstd, norm, m, warp, lane);
 
   __syncthreads();  // every warp is done with its pipeline, whose memory now holds the reduction
   if (threadIdx.x == 0) trace_mark(trace, 1);
@@ -829,7 +794,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
     // Consumers: each warp multiplies its own RT row tiles over the whole K range of the CTA. The
     // 1/rms comes first: the first stage's activations follow the same wait.
     wait_for_previous_grid();
-    const PendingRstd pending_rstd = norm_rstd_begin(rstd, norm, m, warp, WARPS, lane);
+    norm_rstd(rstd, norm, m, warp, WARPS, lane);
     // The epilogue's operands of the tiles this warp finishes, loaded while the K loop streams.
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
@@ -869,7 +834,6 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
     } else {
       consume(std::false_type{});
     }
-    norm_rstd_end(rstd, pending_rstd, norm, m, warp, lane);
   }
   // The weight stream is issued and consumed: the next kernel may start streaming its own. (Letting
   // it start when this grid starts was slower on the 8B step, and when this grid has waited for its
