@@ -1,7 +1,7 @@
 #include "kernels/cuda/skinny_gemm_kernels.cuh"
 
 // Variants, their names and defaults, and the plain store entry point; the fused epilogues' entry
-// points live in skinny_gemm_{layer,swiglu}.cu.
+// points live in skinny_gemm_{residual,qkv,swiglu}.cu.
 namespace fuselm {
 using namespace skinny_detail;
 

@@ -1,7 +1,7 @@
 #pragma once
 // The skinny GEMM's kernels and launchers (skinny_gemm.h has the interface). Each entry point's TU
-// (skinny_gemm.cu, skinny_gemm_layer.cu, skinny_gemm_swiglu.cu) instantiates only its own
-// epilogue's kernels, so the three compile in parallel and no kernel is built twice.
+// (skinny_gemm.cu, skinny_gemm_residual.cu, skinny_gemm_qkv.cu, skinny_gemm_swiglu.cu) instantiates
+// only its own epilogue's kernels, so the four compile in parallel and no kernel is built twice.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -310,42 +310,6 @@ struct QkvRopeEpilogue {
   }
 };
 
-// The QKV projection's epilogue or the residual one, chosen at run time: the decode step's qkv, o
-// and down projections then share a kernel instance wherever their variants agree (a one-token 1B
-// layer: all three on rt1_w8), so the instruction cache holds the prologue, K loop and reduction of
-// the three once instead of twice. The step's kernels are fetched from L2 each layer (the layer's
-// code is larger than the cache), and every kilobyte after a wait is time on the step's path
-// (docs/kernels/skinny_gemm.md, "Code on the cold paths").
-struct LayerEpilogue {
-  bool rope = false;  // QkvRopeEpilogue, else ResidualEpilogue
-  QkvRopeEpilogue qkv{};
-  ResidualEpilogue residual{};
-
-  template <int MT>
-  struct Operands {
-    typename QkvRopeEpilogue::template Operands<MT> q;
-    typename ResidualEpilogue::template Operands<MT> r;
-  };
-  template <typename T, int MT>
-  __device__ Operands<MT> load(int64_t nt, int g, int t, int m) const {
-    Operands<MT> in{};
-    if (rope) {
-      in.q = qkv.template load<T, MT>(nt, g, t, m);
-    } else {
-      in.r = residual.template load<T, MT>(nt, g, t, m);
-    }
-    return in;
-  }
-  template <typename T, int MT>
-  __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m, const Operands<MT>& in) const {
-    if (rope) {
-      qkv.template apply<T, MT>(nt, g, t, c, m, in.q);
-    } else {
-      residual.template apply<T, MT>(nt, g, t, c, m, in.r);
-    }
-  }
-};
-
 struct SwigluEpilogue {
   SkinnySwigluOut out;
 
@@ -410,8 +374,8 @@ FUSELM_HD int64_t k_tiles_per_warp(int64_t k_tiles, int k_split, int warps) {
 // The per-warp copy pipeline of one kernel instance, all in shared memory. A stage holds U k-tiles
 // of each of the CTA's RT row tiles (U * RT = 4: 2 KB of weights) and the same K range of the
 // activation rows; STAGES - 1 stages are in flight while one is multiplied, so every warp keeps
-// 6 KB of weights on the way (at 4 stages) without spending registers on them. launch_warp_shape
-// doubles the stages (the kernel's `ring`) where one CTA per SM leaves the shared memory for it.
+// 6 KB of weights on the way (at 4 stages) without spending registers on them. launch_shape
+// doubles the stages where one CTA per SM leaves the shared memory for it.
 template <typename T, int MT, int RT, int WARPS, int STAGES = 4>
 struct SkinnyPipe {
   static constexpr int kStageKTiles = RT >= 4 ? 1 : 4 / RT;  // U
@@ -493,19 +457,14 @@ __device__ __forceinline__ void activation_fragments(uint32_t (&b)[MT][2], const
 // With programmatic dependent launch the prologue's weight copies run before griddepcontrol.wait:
 // weights are never written by an earlier kernel, everything else (activations, norm partials and
 // all the epilogue's reads and writes) comes after it.
-//
-// `ring`: stages in each warp's ring, Pipe::kStages or twice that (a run-time choice, so that the
-// deep and the shallow ring are one instance: one copy of the code in the instruction cache).
-template <typename T, int MT, int RT, int WARPS, class Epilogue>
+template <typename T, int MT, int RT, int WARPS, class Epilogue, int PIPE_STAGES = 4>
 __global__ void __launch_bounds__(WARPS * 32)
     skinny_gemm_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
-                       const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split, int ring,
-                       SkinnyNorm norm, Epilogue epilogue, KernelTrace* trace) {
-  using Pipe = SkinnyPipe<T, MT, RT, WARPS>;
+                       const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split, SkinnyNorm norm,
+                       Epilogue epilogue, KernelTrace* trace) {
+  using Pipe = SkinnyPipe<T, MT, RT, WARPS, PIPE_STAGES>;
   if (threadIdx.x == 0) trace_start(trace);
-  constexpr int U = Pipe::kStageKTiles, XS = Pipe::kXStride, kFrag = Pipe::kFrag;
-  const bool deep = ring == 2 * Pipe::kStages;
-  const int slot_mask = ring - 1;  // stage s sits in slot s & slot_mask (ring is 4 or 8)
+  constexpr int U = Pipe::kStageKTiles, STAGES = Pipe::kStages, XS = Pipe::kXStride, kFrag = Pipe::kFrag;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ float rstd[kSkinnyGemmMaxTokens];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -521,15 +480,15 @@ __global__ void __launch_bounds__(WARPS * 32)
   const int64_t k_end = min(min(k_tiles, (rank + 1) * per_cta), k_begin + per_warp);
   const int stages = k_end > k_begin ? static_cast<int>((k_end - k_begin + U - 1) / U) : 0;
 
-  unsigned char* pipe = smem + warp * ring * (Pipe::kWBytes + Pipe::kXBytes);
-  uint4* wbuf = reinterpret_cast<uint4*>(pipe);                   // [ring][U][RT][32 lanes]
-  T* xbuf = reinterpret_cast<T*>(pipe + ring * Pipe::kWBytes);    // [ring][tokens][XS]
+  unsigned char* pipe = smem + warp * Pipe::kWarpBytes;
+  uint4* wbuf = reinterpret_cast<uint4*>(pipe);                      // [STAGES][U][RT][32 lanes]
+  T* xbuf = reinterpret_cast<T*>(pipe + STAGES * Pipe::kWBytes);     // [STAGES][tokens][XS]
 
   // Each lane copies, and later reads, only its own 16-byte fragment of each weight tile.
   const uint64_t weight_policy = l2_evict_first_policy();
   auto issue_weights = [&](int s) {
     if (s >= stages) return;
-    uint4* dst = wbuf + (s & slot_mask) * (U * RT * 32);
+    uint4* dst = wbuf + (s % STAGES) * (U * RT * 32);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t kt = k_begin + static_cast<int64_t>(s) * U + u;
@@ -546,25 +505,25 @@ __global__ void __launch_bounds__(WARPS * 32)
   // zero, but 0 * garbage could be NaN). Tokens >= m are never read.
   auto issue_x = [&](int s) {
     if (s >= stages) return;
-    stage_activations<T, U, XS>(xbuf + (s & slot_mask) * (Pipe::kTokens * XS), x, x_stride, x_vec16, m, cols,
+    stage_activations<T, U, XS>(xbuf + (s % STAGES) * (Pipe::kTokens * XS), x, x_stride, x_vec16, m, cols,
                                 (k_begin + static_cast<int64_t>(s) * U) * 16, lane);
   };
 
-  // Groups in order: W0 .. W(ring-2), X(0 .. ring-2), then one group per later stage. The
+  // Groups in order: W0 .. W(STAGES-2), X(0 .. STAGES-2), then one group per later stage. The
   // prologue's loops stay rolled: this code runs once per launch, fetched cold (the step's other
   // kernels evict it from the instruction cache), so its size is time before the first stage lands.
 #pragma unroll 1
-  for (int s = 0; s < ring - 1; ++s) {
+  for (int s = 0; s < STAGES - 1; ++s) {
     issue_weights(s);
     cp_async_commit();
   }
   // Once a warp's last weight stage is issued the next kernel may start streaming its own weights
   // (the first call in a CTA is the one that counts).
-  if (stages <= ring - 1) allow_next_grid();
+  if (stages <= STAGES - 1) allow_next_grid();
   wait_for_previous_grid();
   if (threadIdx.x == 0) trace_released(trace);
 #pragma unroll 1
-  for (int s = 0; s < ring - 1; ++s) issue_x(s);
+  for (int s = 0; s < STAGES - 1; ++s) issue_x(s);
   cp_async_commit();
   norm_rstd(rstd, norm, m, warp, WARPS, lane);
   // The epilogue's operands of the tile this warp finishes (at most one: RT <= WARPS), loaded while
@@ -586,24 +545,22 @@ __global__ void __launch_bounds__(WARPS * 32)
 
   for (int s = 0; s < stages; ++s) {
     __syncwarp();  // every lane has read stage s-1's activations before that buffer is refilled
-    issue_weights(s + ring - 1);
-    if (s + ring - 1 == stages - 1) allow_next_grid();
-    issue_x(s + ring - 1);
+    issue_weights(s + STAGES - 1);
+    if (s + STAGES - 1 == stages - 1) allow_next_grid();
+    issue_x(s + STAGES - 1);
     cp_async_commit();
     // Stage 0 needs the prologue's activation group, which sits behind all prologue weight
     // groups: wait for everything but the group just issued. Later stages: all but the newest
-    // ring - 1 groups.
+    // STAGES - 1 groups.
     if (s == 0) {
       cp_async_wait<1>();
       if (threadIdx.x == 0) trace_mark(trace, 0);  // the first stage has landed
-    } else if (deep) {
-      cp_async_wait<2 * Pipe::kStages - 1>();
     } else {
-      cp_async_wait<Pipe::kStages - 1>();
+      cp_async_wait<STAGES - 1>();
     }
     __syncwarp();  // activation chunks copied by other lanes are visible
-    const uint4* ws = wbuf + (s & slot_mask) * (U * RT * 32);
-    const T* xs = xbuf + (s & slot_mask) * (Pipe::kTokens * XS);
+    const uint4* ws = wbuf + (s % STAGES) * (U * RT * 32);
+    const T* xs = xbuf + (s % STAGES) * (Pipe::kTokens * XS);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (k_begin + static_cast<int64_t>(s) * U + u >= k_end) break;
@@ -1138,29 +1095,28 @@ inline Status needs_sm90(const SkinnyGemmVariant& v) {
                                "default_skinny_variant(rows, cols, sm_count, skinny_gemm_clusters_supported())"));
 }
 
-// `ring`: the stages of each warp's ring; `max_smem`: the most shared memory any launch of this
-// instance asks for (its deep ring's, where it has one).
-template <typename T, int MT, int RT, int WARPS, class Epilogue>
+template <typename T, int MT, int RT, int WARPS, class Epilogue, int STAGES>
 Status launch_warp_pipeline(cudaLaunchConfig_t config, int64_t grid, const uint4* wp, int64_t row_tiles,
                             int64_t k_tiles, int64_t cols, const T* xp, const SkinnyInput& in, bool x_vec16,
                             const SkinnyNorm& norm, const Epilogue& epi, const SkinnyGemmVariant& v,
-                            SkinnyGemmLaunch options, int ring, int smem_bytes, int max_smem) {
-  auto* kernel = skinny_gemm_kernel<T, MT, RT, WARPS, Epilogue>;
+                            SkinnyGemmLaunch options) {
+  using Pipe = SkinnyPipe<T, MT, RT, WARPS, STAGES>;
+  auto* kernel = skinny_gemm_kernel<T, MT, RT, WARPS, Epilogue, STAGES>;
   static KernelSupportCache cache;  // one per instance
-  const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), max_smem);
+  const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::kSmemBytes);
   if (!support.status.ok()) return support.status;
   if (v.k_split > 1 && !support.clusters) return needs_sm90(v);
   // Without sm_90 code the kernel has no griddepcontrol and must not overlap its predecessor.
   LaunchAttributes attrs(v.k_split, options.pdl && support.clusters);
   config.gridDim = dim3(static_cast<unsigned>(grid));
   config.blockDim = dim3(WARPS * 32);
-  config.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
+  config.dynamicSmemBytes = Pipe::kSmemBytes;
   config.attrs = attrs.attrs;
   config.numAttrs = attrs.count;
   if (options.balance_sms)
     if (Status s = balance_smem(config, kernel, v.k_split); !s.ok()) return s;
   FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, cols, xp, in.stride, x_vec16, in.m,
-                                        v.k_split, ring, norm, epi, options.trace));
+                                        v.k_split, norm, epi, options.trace));
   return Status();
 }
 
@@ -1236,19 +1192,13 @@ Status launch_warp_shape(cudaLaunchConfig_t config, const PackedWeight& w, const
     const int64_t warp_stages = (warp_k_tiles + Shallow::kStageKTiles - 1) / Shallow::kStageKTiles;
     using Deep = SkinnyPipe<T, MT, RT, WARPS, 2 * Shallow::kStages>;
     const DeviceLimits limits = device_limits();
-    const bool deep_fits = Deep::kSmemBytes <= limits.max_smem_per_block;
-    const int max_smem = deep_fits ? Deep::kSmemBytes : Shallow::kSmemBytes;
-    if (grid <= limits.sm_count && deep_fits && warp_stages > 2 * Shallow::kStages)
-      return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue>(config, grid, wp, row_tiles, k_tiles, w.cols, xp, in,
-                                                             x_vec16, norm, epi, v, options, Deep::kStages,
-                                                             Deep::kSmemBytes, max_smem);
-    return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue>(config, grid, wp, row_tiles, k_tiles, w.cols, xp, in,
-                                                           x_vec16, norm, epi, v, options, Shallow::kStages,
-                                                           Shallow::kSmemBytes, max_smem);
+    if (grid <= limits.sm_count && Deep::kSmemBytes <= limits.max_smem_per_block &&
+        warp_stages > 2 * Shallow::kStages)
+      return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Deep::kStages>(
+          config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
   }
-  return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue>(config, grid, wp, row_tiles, k_tiles, w.cols, xp, in,
-                                                         x_vec16, norm, epi, v, options, Shallow::kStages,
-                                                         Shallow::kSmemBytes, Shallow::kSmemBytes);
+  return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Shallow::kStages>(
+      config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
 }
 
 template <typename T, int MT, int RT, int WARPS, class Epilogue>
