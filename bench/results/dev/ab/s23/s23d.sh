@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Session 23 (d): s23c again with every metric of the Warp State section printed (--page raw): the
 # details page has no stall breakdown. Only the two decode graphs of the 1B run are profiled (results
-# 346 and 347 in s23c: --launch-skip 346). Prediction as in s23c: code fetch matters if "no
+# 346 and 347 in s23c: --launch-skip 346). First the GGUF golden test (CudaGolden.TinyLlama2GgufBf16). Prediction as in s23c: code fetch matters if "no
 # instruction" is >= 10% of the warp cycles per issued instruction, not if under 3%.
 set -uo pipefail
 start=$SECONDS
-bash scripts/gpu-build.sh fuselm || exit 1
+bash scripts/gpu-build.sh fuselm gpu_golden_gpu_test || exit 1
+# The GGUF golden, which the headline cannot run (its model does not fit the headline's carry).
+timeout 120 build-gpu/tests/gpu_golden_gpu_test --gtest_filter='*Gguf*' 2>&1 | grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|top1|rel" -A3 | head -12
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 prompt=$(seq -s, 1000 1511)  # 512 prompt tokens
 preset=llama-3.2-1b
