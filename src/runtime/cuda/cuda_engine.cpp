@@ -143,6 +143,7 @@ class CudaEngineImpl final : public CudaEngine {
     uint64_t serial = 0;
     int slot = -1;  // the replay slot that holds its ids while in flight
     std::vector<SamplerState*> samplers;
+    std::vector<int> seq_ids;     // row by row
     std::vector<int32_t> tokens;  // once finished
     bool finished = false;
   };
@@ -825,6 +826,7 @@ void CudaEngineImpl::submit_sample(std::span<const SequenceChunk> chunks, std::s
   SubmittedStep entry;
   entry.serial = next_serial_++;
   entry.samplers.assign(samplers.begin(), samplers.end());
+  for (const SequenceChunk& c : chunks) entry.seq_ids.push_back(c.seq_id);
   // A step of single-token chunks on the fused path runs behind the step in flight; a pending
   // token is then read on the device where the previous replay sampled it.
   bool pipelined = options_.pipeline_decode && fused_ != nullptr && !chunks.empty();
@@ -878,8 +880,11 @@ void CudaEngineImpl::finish(SubmittedStep& step) {
   step.finished = true;
   for (size_t b = 0; b < step.tokens.size(); ++b)
     if (step.tokens[b] >= 0) step.samplers[b]->history.push_back(step.tokens[b]);
-  for (auto& [seq_id, latest] : latest_sample_)
-    if (latest.serial == step.serial) latest.token = step.tokens[static_cast<size_t>(latest.row)];
+  // Only the step's own sequences can point at it (not every live one: a server holds many).
+  for (size_t row = 0; row < step.seq_ids.size(); ++row) {
+    const auto it = latest_sample_.find(step.seq_ids[row]);
+    if (it != latest_sample_.end() && it->second.serial == step.serial) it->second.token = step.tokens[row];
+  }
 }
 
 void CudaEngineImpl::wait_sample(std::vector<int32_t>& tokens) {
