@@ -16,10 +16,7 @@ source scripts/gpu-env.sh
 cmake --build build-gpu -j "$(nproc)" --target fuselm gpu_decode_timeline_test > /tmp/headline-build.log 2>&1 ||
     tail -20 /tmp/headline-build.log
 R=bench/results/dev
-mkdir -p $R/decode-timeline
-build-gpu/tests/gpu_decode_timeline_test --gtest_also_run_disabled_tests --gtest_filter='*Lab*' 2>&1 |
-    grep "^\[bench\]" > $R/decode-timeline/$C.txt
-grep -v -e "us after" -e "CTAs an SM" $R/decode-timeline/$C.txt | awk '{print $2,$3,$4,$6,$8,$9,$10,$11,$15,$16,$17}'
+bash scripts/gpu-timeline.sh $R/decode-timeline/$C.txt
 summary=()
 for s in llama-3.1-8b llama-3.2-1b; do
   model="synthetic:$s?vocab=32000"

@@ -22,9 +22,7 @@ bash scripts/gpu-build.sh fuselm gpu_skinny_gemm_test gpu_fused_engine_test gpu_
 timeout 150 build-gpu/tests/gpu_skinny_gemm_test 2>&1 | grep -E "^\[  (FAILED|PASSED) |Failure" -A3 | head -12
 timeout 200 build-gpu/tests/gpu_fused_engine_test 2>&1 | grep -E "^\[  (FAILED|PASSED) |Failure" -A3 | head -12
 echo "tests $((SECONDS-start)) s"
-timeout 120 build-gpu/tests/gpu_decode_timeline_test --gtest_also_run_disabled_tests --gtest_filter='*Lab*' 2>&1 |
-    grep "^\[bench\]" > $OUT/s24a-timeline.txt
-grep -v -e "us after" -e "CTAs an SM" $OUT/s24a-timeline.txt | awk '{print $2,$3,$4,$6,$8,$9,$10,$11,$15,$16,$17}' | head -24
+bash scripts/gpu-timeline.sh $OUT/s24a-timeline.txt
 echo "timeline $((SECONDS-start)) s"
 LAT="--device cuda --dtype bf16 --scenario latency --reps 2"
 timeout 150 bash scripts/gpu-ab.sh llama-3.2-1b 3 base:AB_BIN=/tmp/fuselm-base lean -- $LAT 2>&1 | grep -v "^=="
