@@ -29,6 +29,19 @@ timeout 150 bash scripts/gpu-ab.sh llama-3.2-1b 3 base:AB_BIN=/tmp/fuselm-base l
 timeout 150 bash scripts/gpu-ab.sh llama-3.1-8b 2 base:AB_BIN=/tmp/fuselm-base lean -- $LAT 2>&1 | grep -v "^=="
 timeout 150 bash scripts/gpu-ab.sh llama-3.1-8b 2 base:AB_BIN=/tmp/fuselm-base lean -- --device cuda --dtype bf16 \
     --scenario throughput --batches 16 --reps 2 --no-peak 2>&1 | grep -v "^=="
+# Session 23 saw `--compare` read the fused path ~0.6% below a run of it alone (the engines alive
+# together, repetitions alternating; the first engine made takes 45% of the free memory for its KV
+# cache, the second 80% of the rest). Both orders on the lean build: if the fused rate follows the
+# order, the engines' creation (memory) is the cause; if not, the alternation.
+model="synthetic:llama-3.2-1b?vocab=32000"
+for order in baseline,fused fused,baseline; do
+  timeout 100 build-gpu/fuselm bench -m "$model" --device cuda --dtype bf16 --scenario latency --compare $order \
+      --reps 3 -q --json $OUT/s24a-compare-${order/,/-}.json > /tmp/cmp.txt 2>&1 || tail -5 /tmp/cmp.txt
+  python3 -c "
+import json; c=json.load(open('$OUT/s24a-compare-${order/,/-}.json'))['compare']
+print('$order fused', round(c['fused']['scenarios']['latency']['decode_tok_s'],1), 'baseline',
+      round(c['baseline']['scenarios']['latency']['decode_tok_s'],1))"
+done
 mkdir -p $OUT/s24a && cp bench/results/dev/ab/*.json $OUT/s24a/ 2>/dev/null
 (cd $OUT && tar czf s24a.tgz s24a && rm -rf s24a)
 echo "total $((SECONDS-start)) s"
