@@ -135,7 +135,7 @@ int run_generate(const GenerateArgs& args) {
     // Each decode step is submitted before the host waits for the one before it, and takes that
     // step's token on the engine's side; a step submitted after an end-of-sequence token is dropped.
     // A repetition penalty needs every token in its window first: then one step at a time.
-    const bool pipelined = args.sampling.repetition_penalty == 1.0f;
+    const bool pipelined = !args.sampling.penalised();
     static const int32_t pending = kPendingToken;
     const int32_t first_token = next[0];
     SequenceChunk step{seq, std::span<const int32_t>(&first_token, 1), false};

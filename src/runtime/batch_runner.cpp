@@ -61,7 +61,7 @@ Status BatchRunner::submit(Request request, const SamplingParams& sampling) {
   if (!s.ok()) return s;
   Live& live = live_.emplace(id, Live(sampling)).first->second;
   live.submitted = Clock::now();
-  if (sampling.repetition_penalty != 1.0f) ++penalised_;
+  if (sampling.penalised()) ++penalised_;
   return s;
 }
 
@@ -140,7 +140,7 @@ void BatchRunner::retire_finished() {
     retiring_.erase(retiring_.begin() + static_cast<std::ptrdiff_t>(i));
     const auto it = live_.find(id);
     const int seq_id = it->second.seq_id;
-    if (it->second.sampler.params.repetition_penalty != 1.0f) --penalised_;
+    if (it->second.sampler.params.penalised()) --penalised_;
     live_.erase(it);
     engine_.remove_sequence(seq_id);
   }

@@ -54,7 +54,7 @@ void Engine::check_submit(std::span<const SequenceChunk> chunks, std::span<Sampl
       if (c.tokens[t] != kPendingToken) continue;
       FUSELM_CHECK(c.tokens.size() == 1, "submit_sample: sequence ", c.seq_id, " has kPendingToken at token ", t,
                    " of a ", c.tokens.size(), "-token chunk; only a single-token (decode) chunk may take it");
-      FUSELM_CHECK(samplers[i]->params.repetition_penalty == 1.0f, "submit_sample: sequence ", c.seq_id,
+      FUSELM_CHECK(!samplers[i]->params.penalised(), "submit_sample: sequence ", c.seq_id,
                    " takes kPendingToken but its sampler has a repetition penalty (",
                    samplers[i]->params.repetition_penalty,
                    "), whose window must hold that token; pass the token after wait_sample instead");

@@ -20,6 +20,8 @@ struct SamplingParams {
   uint64_t seed = 0;
 
   bool greedy() const { return temperature <= 0.0f; }
+  // A token's draw then depends on every earlier token of the window (not only on the logits).
+  bool penalised() const { return repetition_penalty != 1.0f; }
 };
 
 struct SamplerState {

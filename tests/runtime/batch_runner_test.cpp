@@ -85,10 +85,9 @@ TEST_F(BatchRunnerTest, EveryRequestGetsTheTokensItGetsAlone) {
   limits.kv_block_size = 4;
   BatchRunner runner(*engine_, limits);
   for (size_t i = 0; i < cases.size(); ++i) {
-    Request r;
-    r.id = 100 + static_cast<int64_t>(i);
-    r.prompt = prompt(cases[i].prompt_len, static_cast<int>(i));
-    r.max_new_tokens = cases[i].max_new;
+    Request r{.id = 100 + static_cast<int64_t>(i),
+              .prompt = prompt(cases[i].prompt_len, static_cast<int>(i)),
+              .max_new_tokens = cases[i].max_new};
     ASSERT_TRUE(runner.submit(std::move(r), cases[i].sampling).ok());
   }
   std::map<int64_t, std::vector<int32_t>> streamed;
@@ -119,11 +118,7 @@ TEST_F(BatchRunnerTest, StopTokensEndRequestsAndSequencesAreFreed) {
   const std::vector<int32_t> p = prompt(5, 1);
   const std::vector<int32_t> alone = generate_alone(*engine_, p, 6, BatchRunner::greedy_sampling());
   BatchRunner runner(*engine_, BatchRunner::limits_for(*engine_, 3, 8));
-  Request r;
-  r.id = 1;
-  r.prompt = p;
-  r.max_new_tokens = 6;
-  r.stop_tokens = {alone[1]};
+  const Request r{.id = 1, .prompt = p, .max_new_tokens = 6, .stop_tokens = {alone[1]}};
   ASSERT_TRUE(runner.submit(r).ok());
   runner.run_until_idle();
   std::vector<BatchRunner::Result> results = runner.take_finished();
@@ -145,10 +140,7 @@ TEST_F(BatchRunnerTest, StepsOverlapUnlessAPenaltyNeedsEveryToken) {
     const std::vector<int32_t> p = prompt(6, 4);
     const std::vector<int32_t> alone = generate_alone(*engine_, p, 5, sampling);
     BatchRunner runner(*engine_, BatchRunner::limits_for(*engine_, 3, 8));
-    Request r;
-    r.id = 7;
-    r.prompt = p;
-    r.max_new_tokens = 5;
+    const Request r{.id = 7, .prompt = p, .max_new_tokens = 5};
     ASSERT_TRUE(runner.submit(r, sampling).ok());
     ASSERT_TRUE(runner.step());
     EXPECT_EQ(engine_->steps_in_flight(), penalty == 1.0f ? 1 : 0);
@@ -168,14 +160,8 @@ TEST_F(BatchRunnerTest, StepsOverlapAgainOnceThePenalisedRequestIsGone) {
   const std::vector<int32_t> p1 = prompt(4, 2), p2 = prompt(4, 5);
   const std::vector<int32_t> alone = generate_alone(*engine_, p2, 12, BatchRunner::greedy_sampling());
   BatchRunner runner(*engine_, BatchRunner::limits_for(*engine_, 3, 8));
-  Request short_one;
-  short_one.id = 1;
-  short_one.prompt = p1;
-  short_one.max_new_tokens = 2;
-  Request long_one;
-  long_one.id = 2;
-  long_one.prompt = p2;
-  long_one.max_new_tokens = 12;
+  const Request short_one{.id = 1, .prompt = p1, .max_new_tokens = 2};
+  const Request long_one{.id = 2, .prompt = p2, .max_new_tokens = 12};
   ASSERT_TRUE(runner.submit(short_one, penalised).ok());
   ASSERT_TRUE(runner.submit(long_one).ok());
   ASSERT_TRUE(runner.step());

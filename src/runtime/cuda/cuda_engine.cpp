@@ -771,7 +771,7 @@ int CudaEngineImpl::check_samplers(std::span<SamplerState* const> samplers) cons
   for (SamplerState* s : samplers) {
     FUSELM_CHECK(s != nullptr, "forward_sample: null sampler");
     check_sampling_params(s->params);
-    if (s->params.repetition_penalty == 1.0f) continue;
+    if (!s->params.penalised()) continue;
     const size_t window = s->params.penalty_window > 0 ? static_cast<size_t>(s->params.penalty_window)
                                                        : s->history.size();
     history_stride = std::max(history_stride, static_cast<int>(std::min(window, s->history.size())));
@@ -802,7 +802,7 @@ void CudaEngineImpl::write_sample_inputs(const Step& step, std::span<SamplerStat
     p.repetition_penalty = s.params.repetition_penalty;
     p.rng_state = s.rng.state();
     p.history_len = 0;
-    if (s.params.repetition_penalty != 1.0f) {
+    if (s.params.penalised()) {
       const size_t window = s.params.penalty_window > 0 ? static_cast<size_t>(s.params.penalty_window)
                                                         : s.history.size();
       const size_t count = std::min(window, s.history.size());
