@@ -40,7 +40,17 @@ __device__ __forceinline__ void cp_async_16_evict_first(void* dst, const void* s
                : "memory");
 }
 
+// The same with the destination as a shared-memory address (computed once, not per copy).
+__device__ __forceinline__ void cp_async_16_evict_first(uint32_t dst, const void* src, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "l"(policy)
+               : "memory");
+}
+
 // Copies src_bytes (0..16) and zero-fills the rest of the 16 bytes.
+__device__ __forceinline__ void cp_async_16_zfill(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
 __device__ __forceinline__ void cp_async_16_zfill(void* dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(src_bytes)
                : "memory");
@@ -484,29 +494,53 @@ __global__ void __launch_bounds__(WARPS * 32)
   uint4* wbuf = reinterpret_cast<uint4*>(pipe);                      // [STAGES][U][RT][32 lanes]
   T* xbuf = reinterpret_cast<T*>(pipe + STAGES * Pipe::kWBytes);     // [STAGES][tokens][XS]
 
-  // Each lane copies, and later reads, only its own 16-byte fragment of each weight tile.
+  // The copies of a stage, planned once for the whole K loop: every address is a base fixed per
+  // lane plus the stage's offset, in 32 bits. (Recomputed per copy in 64 bits, with each shared
+  // address converted from a generic one, a stage took ~200 instructions for 4 k-tiles, and the
+  // one-token K loops at two warps a scheduler are bound by their issue.)
+  const int k_count = static_cast<int>(k_end - k_begin);  // this warp's k-tiles
+  const uint32_t wbuf_s = shared_address(pipe), xbuf_s = wbuf_s + STAGES * Pipe::kWBytes;
+  // Each lane copies, and later reads, only its own 16-byte fragment of each weight tile: row tile
+  // tile0 + r, k-tile kt is at w + ((tile0 + r) * k_tiles + kt) * 32 + lane.
+  const uint4* w_lane = w + (tile0 * k_tiles + k_begin) * 32 + lane;
+  const int64_t w_row = k_tiles * 32;
+  bool row_live[RT];
+#pragma unroll
+  for (int r = 0; r < RT; ++r) row_live[r] = tile0 + r < row_tiles;
   const uint64_t weight_policy = l2_evict_first_policy();
   auto issue_weights = [&](int s) {
     if (s >= stages) return;
-    uint4* dst = wbuf + (s % STAGES) * (U * RT * 32);
+    const uint32_t dst = wbuf_s + (s % STAGES) * Pipe::kWBytes + lane * 16;
+    const uint4* src = w_lane + s * (U * 32);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t kt = k_begin + static_cast<int64_t>(s) * U + u;
-      if (kt >= k_end) break;
+      if (s * U + u >= k_count) break;
 #pragma unroll
-      for (int r = 0; r < RT; ++r) {
-        const int64_t nt = tile0 + r;
-        if (nt < row_tiles)
-          cp_async_16_evict_first(dst + (u * RT + r) * 32 + lane, w + (nt * k_tiles + kt) * 32 + lane, weight_policy);
-      }
+      for (int r = 0; r < RT; ++r)
+        if (row_live[r]) cp_async_16_evict_first(dst + (u * RT + r) * 512, src + u * 32 + r * w_row, weight_policy);
     }
   };
   // Activation rows of the stage's K range; columns past K are zero-filled (the weights' padding is
-  // zero, but 0 * garbage could be NaN). Tokens >= m are never read.
+  // zero, but 0 * garbage could be NaN). Tokens >= m are never read. With 16-byte rows, a lane's
+  // first chunk (token lane / chunks, columns (lane % chunks) * 8 ..) is the same in every stage,
+  // and it is all a lane copies up to 32 / chunks tokens; the rest take the general loop.
+  constexpr int kChunks = U * 2;  // 16-byte chunks of a token's stage row
+  const int lane_tok = lane / kChunks, lane_j = lane % kChunks;
+  const bool lane_copies = x_vec16 && lane_tok < m;
+  const T* x_lane = x + (lane_copies ? lane_tok * x_stride + k_begin * 16 + lane_j * 8 : 0);
+  const int x_col0 = static_cast<int>(k_begin * 16) + lane_j * 8;
+  const uint32_t x_dst = xbuf_s + (lane_tok * XS + lane_j * 8) * static_cast<int>(sizeof(T));
   auto issue_x = [&](int s) {
     if (s >= stages) return;
-    stage_activations<T, U, XS>(xbuf + (s % STAGES) * (Pipe::kTokens * XS), x, x_stride, x_vec16, m, cols,
-                                (k_begin + static_cast<int64_t>(s) * U) * 16, lane);
+    if (!x_vec16 || m * kChunks > 32) {
+      stage_activations<T, U, XS>(xbuf + (s % STAGES) * (Pipe::kTokens * XS), x, x_stride, x_vec16, m, cols,
+                                  (k_begin + static_cast<int64_t>(s) * U) * 16, lane);
+      return;
+    }
+    if (!lane_copies) return;
+    const int left = static_cast<int>(cols) - (x_col0 + s * U * 16);  // columns from this chunk to K's end
+    const int bytes = left <= 0 ? 0 : left >= 8 ? 16 : left * 2;
+    cp_async_16_zfill(x_dst + (s % STAGES) * Pipe::kXBytes, bytes > 0 ? x_lane + s * U * 16 : x, bytes);
   };
 
   // Groups in order: W0 .. W(STAGES-2), X(0 .. STAGES-2), then one group per later stage. The
@@ -563,12 +597,12 @@ __global__ void __launch_bounds__(WARPS * 32)
     const T* xs = xbuf + (s % STAGES) * (Pipe::kTokens * XS);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      if (k_begin + static_cast<int64_t>(s) * U + u >= k_end) break;
+      if (s * U + u >= k_count) break;
       uint32_t b[MT][2];
       activation_fragments<T, MT>(b, xs, XS, u, g, t, m);
 #pragma unroll
       for (int r = 0; r < RT; ++r) {
-        if (tile0 + r >= row_tiles) continue;
+        if (!row_live[r]) continue;
         const uint4 a = ws[(u * RT + r) * 32 + lane];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) mma_m16n8k16<T>(acc[r][mt], a.x, a.y, a.z, a.w, b[mt][0], b[mt][1]);

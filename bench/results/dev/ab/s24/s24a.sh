@@ -12,12 +12,12 @@
 # Prediction: 1B batch 1 +2-4% (the down projection's K loop -1 to -2 us, QKV and O -0.3 each), 8B
 # +0-0.5% (its loops are DRAM-bound), batch 16 even (the CTA pipeline runs it).
 # Usage (on the GPU machine, carry .deps .commit .gpu-models):
-#   OUT=$OUT bash bench/results/dev/ab/s24-prep/s24a.sh
+#   OUT=$OUT bash bench/results/dev/ab/s24/s24a.sh
 set -uo pipefail
 start=$SECONDS
 bash scripts/gpu-build.sh fuselm || exit 1
 cp build-gpu/fuselm /tmp/fuselm-base
-patch -p1 < bench/results/dev/ab/s24-prep/lean-k-loop.patch > /dev/null || exit 1
+patch -p1 < bench/results/dev/ab/s24/s24a.patch > /dev/null || exit 1
 bash scripts/gpu-build.sh fuselm gpu_skinny_gemm_test gpu_fused_engine_test gpu_decode_timeline_test || exit 1
 timeout 150 build-gpu/tests/gpu_skinny_gemm_test 2>&1 | grep -E "^\[  (FAILED|PASSED) |Failure" -A3 | head -12
 timeout 200 build-gpu/tests/gpu_fused_engine_test 2>&1 | grep -E "^\[  (FAILED|PASSED) |Failure" -A3 | head -12
