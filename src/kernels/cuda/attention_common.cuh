@@ -70,6 +70,8 @@ inline Status check_common(const void* q, const void* out, const AttentionShape&
   const int bs = kv.layout.block_size;
   if (bs <= 0 || (bs & (bs - 1)) != 0)
     return Status::error(str_cat("attention: block_size=", bs, " must be a power of two"));
+  if (kv.layout.block_elems() > INT32_MAX)  // the decode kernels' offsets within a block are 32-bit
+    return Status::error(str_cat("attention: a KV block of ", kv.layout.block_elems(), " elements is too large"));
   if (!(shape.scale > 0.0f) || !std::isfinite(shape.scale))
     return Status::error(str_cat("attention: scale=", shape.scale, " must be positive and finite"));
   if (batch == 0) return Status();
@@ -200,6 +202,47 @@ __device__ __forceinline__ void load_kv_row(uint32_t tile, const uint16_t* pool,
   const int block = block_table[(pos >> block_shift) - block_base];
   cp_async_16(tile + SwizzledTile<HEAD_DIM>::offset(pos - first_pos, tid),
               pool + layout.offset(block, kv_head, pos & (layout.block_size - 1)) + tid * 8, true);
+}
+
+// Decode attention's K and V rows first .. first + KEYS - 1 of one kv head, into the swizzled tiles
+// at k_dst and v_dst, by THREADS threads: rows at positions >= end zero-filled (never read from
+// global memory), the row at `skip` left out (load_kv_row copies it later). Block numbers come from
+// a staged stretch of the block table: blocks[(pos >> block_shift) - first_block]. K and V share the
+// layout, so one offset serves both.
+// A thread copies the same 16-byte chunk of every THREADS / (HEAD_DIM / 8)-th row: its chunk, its
+// rows' swizzle (the row step is a multiple of 8) and the kv head's part of the address are fixed,
+// so the loop adds a row step to them. (Recomputed per copy in 64 bits, a stage's issue was a long
+// chain of integer instructions on the item's path before its wait.) A rolled loop: it runs once or
+// twice per item, from a cold instruction cache.
+template <int HEAD_DIM, int KEYS, int THREADS>
+__device__ __forceinline__ void issue_kv_rows(uint32_t k_dst, uint32_t v_dst, const uint16_t* k_pool,
+                                              const uint16_t* v_pool, const PagedKvLayout& layout,
+                                              const int32_t* blocks, int first_block, int block_shift, int kv_head,
+                                              int first, int end, int skip, int tid) {
+  constexpr int kChunks = HEAD_DIM / 8;
+  constexpr int kRowStep = THREADS / kChunks;
+  static_assert(THREADS % kChunks == 0 && KEYS % kRowStep == 0, "a stage's chunks must split evenly over the threads");
+  static_assert(kRowStep % 8 == 0, "a thread's rows must share their swizzle");
+  const int chunk = tid % kChunks, row0 = tid / kChunks;
+  const uint32_t at0 = SwizzledTile<HEAD_DIM>::offset(row0, chunk);
+  // Element offsets: a block is [kv head][slot][HEAD_DIM] (PagedKvLayout::offset), at most a few
+  // hundred thousand elements, so its size and the head's part fit 32 bits; the block's start not.
+  const int block_elems = static_cast<int>(layout.block_elems());
+  const int head_part = kv_head * layout.block_size * HEAD_DIM + chunk * 8;
+  const int slot_mask = layout.block_size - 1;
+#pragma unroll 1
+  for (int i = 0; i < KEYS / kRowStep; ++i) {
+    const int pos = first + row0 + i * kRowStep;
+    if (pos == skip) continue;
+    const bool valid = pos < end;
+    const int64_t offset =
+        valid ? static_cast<int64_t>(blocks[(pos >> block_shift) - first_block]) * block_elems + head_part +
+                    (pos & slot_mask) * HEAD_DIM
+              : 0;
+    const uint32_t at = at0 + static_cast<uint32_t>(i * kRowStep * kChunks * 16);
+    cp_async_16(k_dst + at, k_pool + offset, valid);
+    cp_async_16(v_dst + at, v_pool + offset, valid);
+  }
 }
 
 // The A operand (query rows) of S = Q K^T for M_TILES 16-row tiles starting at tile row row0.

@@ -169,28 +169,11 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     for (int i = tid; i < n_blocks; i += Cfg::kThreads) split_blocks[i] = block_table[first_block + i];
     __syncthreads();
     if (item == unit && tid == 0) trace_mark(trace, 4);  // its block numbers are staged
-    // One stage's K and V rows first .. first + kKeys - 1 (zero-filled past the split, the row at
-    // `skip` left for load_kv_row). K and V share the layout, so one address serves both. A rolled
-    // loop: run once or twice per item, this code is fetched cold at each launch (the other kernels
-    // of the layer evict it from the instruction cache), so its size is time on the item's path.
+    // One stage's K and V rows (zero-filled past the split, the row at `skip` left for load_kv_row).
     auto load_kv = [&](int step, int stage, int skip) {
-      const int first = split_begin + step * Cfg::kKeys;
-      const uint32_t k_dst = k_tile(stage), v_dst = v_tile(stage);
-      #pragma unroll 1
-      for (int idx = tid; idx < Cfg::kKeys * kChunks; idx += Cfg::kThreads) {
-        const int row = idx / kChunks;
-        const int chunk = idx % kChunks;
-        const int pos = first + row;
-        if (pos == skip) continue;
-        const bool valid = pos < split_end;
-        const int64_t offset = valid ? layout.offset(split_blocks[(pos >> block_shift) - first_block], kv_head,
-                                                     pos & (layout.block_size - 1)) +
-                                           chunk * 8
-                                     : 0;
-        const uint32_t at = SwizzledTile<HEAD_DIM>::offset(row, chunk);
-        cp_async_16(k_dst + at, k_pool + offset, valid);
-        cp_async_16(v_dst + at, v_pool + offset, valid);
-      }
+      issue_kv_rows<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(k_tile(stage), v_tile(stage), k_pool, v_pool, layout,
+                                                          split_blocks, first_block, block_shift, kv_head,
+                                                          split_begin + step * Cfg::kKeys, split_end, skip, tid);
     };
 
     // Prologue: K/V stages 0 .. STAGES-2 as one commit group each, without the newest row; then,

@@ -193,22 +193,9 @@ __global__ void __launch_bounds__(kTeams * DecodeConfig<HEAD_DIM, STAGES>::kThre
       const int kv_head = (first_group + (w.p >> rank_shift)) / head_tiles;
       const int first = rank_begin(r) + w.step * Cfg::kKeys;
       const int end = rank_end(r);
-      const uint32_t k_dst = k_tile(stage), v_dst = v_tile(stage);
-#pragma unroll 1
-      for (int idx = team_tid; idx < Cfg::kKeys * kChunks; idx += Cfg::kThreads) {
-        const int row = idx / kChunks;
-        const int chunk = idx % kChunks;
-        const int pos = first + row;
-        if (pos == skip) continue;
-        const bool valid = pos < end;
-        const int64_t offset = valid ? layout.offset(split_blocks[(pos >> block_shift) - first_block], kv_head,
-                                                     pos & (layout.block_size - 1)) +
-                                           chunk * 8
-                                     : 0;
-        const uint32_t at = SwizzledTile<HEAD_DIM>::offset(row, chunk);
-        cp_async_16(k_dst + at, k_pool + offset, valid);
-        cp_async_16(v_dst + at, v_pool + offset, valid);
-      }
+      issue_kv_rows<HEAD_DIM, Cfg::kKeys, Cfg::kThreads>(k_tile(stage), v_tile(stage), k_pool, v_pool, layout,
+                                                          split_blocks, first_block, block_shift, kv_head, first, end,
+                                                          skip, team_tid);
     };
 
     // Prologue, per team: its steps 0 .. STAGES-2, one commit group each. Before the wait for the
