@@ -2,7 +2,7 @@
 # A/B comparison of configurations of one build: runs `fuselm bench` once per configuration in
 # turns (round 1: A, B, C, ...; round 2: A, B, C, ...), so that drift of the machine hits every
 # configuration alike, then prints each run's decode tok/s (latency scenario, every depth) and
-# output tok/s per batch (throughput scenario).
+# output / decode-step tok/s per batch (throughput scenario).
 # A configuration is NAME or NAME:SETTING[,SETTING...] (commas separate settings, so a value cannot
 # hold one). A setting is an environment variable the run gets, VAR=VALUE, or an edit of the rule
 # plan, plan:PATH=VALUE with PATH a dotted path into `fuselm plan --json` (e.g.
@@ -76,7 +76,7 @@ done
 python3 - "$out" "$shape" <<'PY'
 import glob, json, os, sys
 out, shape = sys.argv[1], sys.argv[2]
-print(f"{'run':<36} {'latency tok/s':>14}  depth tok/s; throughput batch:output tok/s")
+print(f"{'run':<36} {'latency tok/s':>14}  depth tok/s; throughput batch:output/decode tok/s")
 for path in sorted(glob.glob(os.path.join(out, f"{shape}-*.json"))):
     if path.endswith(".plan.json"):
         continue
@@ -87,7 +87,8 @@ for path in sorted(glob.glob(os.path.join(out, f"{shape}-*.json"))):
         continue
     lat = s.get("latency", {}).get("decode_tok_s")
     depth = " ".join(f"{d['depth']}:{d['decode_tok_s']:.1f}" for d in s.get("depth", []))
-    batches = " ".join(f"{t['batch']}:{t['output_tok_s']:.0f}" for t in s.get("throughput", []))
+    batches = " ".join(f"{t['batch']}:{t['output_tok_s']:.0f}/{t.get('decode_tok_s', float('nan')):.0f}"
+                       for t in s.get("throughput", []))
     print(f"{os.path.basename(path)[:-5]:<36} {lat if lat is None else round(lat, 1)!s:>14}  {depth}"
           f"{'; ' + batches if batches else ''}")
 PY
