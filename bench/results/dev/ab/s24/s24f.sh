@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# s24f: the session's headline (scripts/gpu-headline.sh), then s24g's A/B on the headline's build
-# (one device call: the budget left no room for two). s24e waits for the next session.
+# s24f: the session's headline measurements (scripts/gpu-headline.sh without the GPU tests, which
+# ran in s24a and s24b on the same kernels), then s24g's A/B on the headline's build (one device
+# call: failed machine starts left no room for two). s24e waits for the next session.
 # s24g: the CTA pipeline's (and every) 16-token epilogue loads all cluster ranks' partial sums before
 # adding them in rank order (s24g.patch, same bits; one-token instances unchanged). Why: at batch 16
 # the 8B O and down projections (k8 clusters) spend 1.7-1.9 us from their epilogue's start to their
@@ -9,7 +10,7 @@
 # Usage (on the GPU machine, carry .deps .commit .gpu-models): OUT=$OUT bash bench/results/dev/ab/s24/s24f.sh
 set -uo pipefail
 start=$SECONDS
-bash scripts/gpu-headline.sh
+FUSELM_HEADLINE_TESTS=0 bash scripts/gpu-headline.sh
 echo "headline $((SECONDS-start)) s"
 cp build-gpu/fuselm /tmp/fuselm-base
 patch -p1 < bench/results/dev/ab/s24/s24g.patch > /dev/null || exit 1
