@@ -6,6 +6,7 @@
 set -uo pipefail
 start=$SECONDS
 C=$(cat .commit 2>/dev/null || echo unknown)
+export FUSELM_COMMIT=$C  # the copy of the tree on the GPU machine may carry a stale .git
 bash scripts/gpu-build.sh fuselm || exit 1
 for s in llama-3.1-8b llama-3.2-1b; do
   timeout 100 build-gpu/fuselm bench -m "synthetic:$s?vocab=32000" --device cuda --dtype bf16 --scenario latency \
