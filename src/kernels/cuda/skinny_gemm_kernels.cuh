@@ -33,18 +33,15 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
 
 // The same for the weight stream, whose lines L2 evicts first (policy: l2_evict_first_policy()):
 // read once per step, they would otherwise push out what the step reads again soon (activations,
-// norm partials, block tables and the newest K/V rows).
-__device__ __forceinline__ void cp_async_16_evict_first(void* dst, const void* src, uint64_t policy) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)),
-               "l"(src), "l"(policy)
-               : "memory");
-}
-
-// The same with the destination as a shared-memory address (computed once, not per copy).
+// norm partials, block tables and the newest K/V rows). `dst` is a shared-memory address, which a
+// K loop computes once instead of converting a generic pointer per copy.
 __device__ __forceinline__ void cp_async_16_evict_first(uint32_t dst, const void* src, uint64_t policy) {
   asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "l"(policy)
                : "memory");
+}
+__device__ __forceinline__ void cp_async_16_evict_first(void* dst, const void* src, uint64_t policy) {
+  cp_async_16_evict_first(shared_address(dst), src, policy);
 }
 
 // Copies src_bytes (0..16) and zero-fills the rest of the 16 bytes.
@@ -52,8 +49,7 @@ __device__ __forceinline__ void cp_async_16_zfill(uint32_t dst, const void* src,
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 __device__ __forceinline__ void cp_async_16_zfill(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(src_bytes)
-               : "memory");
+  cp_async_16_zfill(shared_address(dst), src, src_bytes);
 }
 
 // For activation rows that are only 4-byte aligned.
