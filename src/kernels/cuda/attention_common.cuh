@@ -14,6 +14,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/status.h"
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/paged_kv.h"
@@ -120,10 +121,6 @@ struct Mma<__half> {
 
 // ---------------------------------------------------------------------------------------------
 // PTX wrappers.
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 // 16-byte global->shared copy that bypasses L1; with valid == false it writes zeros and reads nothing.
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {

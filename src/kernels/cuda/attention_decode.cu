@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   const int lane = tid % 32;
   const int64_t capacity = static_cast<int64_t>(max_blocks_per_seq) * layout.block_size;
   const int block_shift = __ffs(layout.block_size) - 1;
-  const uint32_t q_tile = smem_addr(smem);
+  const uint32_t q_tile = shared_address(smem);
   auto k_tile = [&](int stage) { return q_tile + Cfg::kQTileBytes + stage * 2 * Cfg::kKvTileBytes; };
   auto v_tile = [&](int stage) { return k_tile(stage) + Cfg::kKvTileBytes; };
 

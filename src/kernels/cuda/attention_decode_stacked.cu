@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(kTeams * DecodeConfig<HEAD_DIM, STAGES>::kThre
   const int team_tid = tid % Cfg::kThreads;
   const int64_t capacity = static_cast<int64_t>(max_blocks_per_seq) * layout.block_size;
   const int block_shift = __ffs(layout.block_size) - 1;
-  const uint32_t base = smem_addr(smem);
+  const uint32_t base = shared_address(smem);
   const uint32_t ring = base + team * 2 * STAGES * Cfg::kKvTileBytes;
   auto k_tile = [&](int stage) { return ring + stage * 2 * Cfg::kKvTileBytes; };
   auto v_tile = [&](int stage) { return k_tile(stage) + Cfg::kKvTileBytes; };

@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(PrefillConfig<HEAD_DIM, M_TILES, KEYS>::kThrea
   const int32_t* block_table = block_tables + static_cast<int64_t>(seq) * max_blocks_per_seq;
   const int block_shift = __ffs(layout.block_size) - 1;
 
-  const uint32_t q_tile = smem_addr(smem);
+  const uint32_t q_tile = shared_address(smem);
   auto k_tile = [&](int stage) { return q_tile + Cfg::kQTileBytes + stage * 2 * Cfg::kKvTileBytes; };
   auto v_tile = [&](int stage) { return k_tile(stage) + Cfg::kKvTileBytes; };
   auto load_kv = [&](int tile, int stage) {
