@@ -727,6 +727,11 @@ struct CtaPipe {
   // At least 32 KB of weights in flight: 4 stages of 8 KB, 5 of 7 KB (40 KB was even at batch 1 and
   // cost the 8B batch-16 step 10%: docs/kernels/skinny_gemm.md).
   static constexpr int kStages = (32 * 1024 + kWBytes - 1) / kWBytes;
+  // Weight stages issued before griddepcontrol.wait; the rest follow the first stages' activations.
+  // At 9-16 tokens, 2: with every stage issued first (4-5 CTAs an SM, 128-160 KB), the activations
+  // landed ~3-3.7 us after the wait, queued behind them, and the 8B and 1B batch-16 steps were 2%
+  // slower; at one token all stages went first was the fastest (1B: 2 stages -0.4%, 1 -1.3%).
+  static constexpr int kStagesBeforeWait = MT == 2 ? 2 : kStages;
   static constexpr int kPartBytes = kTiles * MT * 4 * 32 * static_cast<int>(sizeof(float));
   static int smem_bytes(int m) {
     const int pipe = kStages * (kWBytes + m * kXStride * static_cast<int>(sizeof(T)));
@@ -781,7 +786,8 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
   typename Epilogue::template Operands<MT> operands[RT] = {};  // consumers: their tiles' epilogue operands
   if (warp == WARPS) {
     // Producer. Weight stages first (they depend on no earlier kernel), then, after the previous
-    // grid is done, the activations of those stages; later stages wait for their buffer to be free.
+    // grid is done, the activations of those stages and the prologue's other weight stages; later
+    // stages wait for their buffer to be free.
     const uint64_t policy = l2_evict_first_policy();
     auto issue_weights = [&](int s) {
       const int b = s % STAGES;
@@ -805,11 +811,16 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
       cp_async_mbar_arrive(&full[b]);
     };
     const int prologue = stages < STAGES ? stages : STAGES;
+    const int early = prologue < Pipe::kStagesBeforeWait ? prologue : Pipe::kStagesBeforeWait;
     if (lane == 0)
-      for (int s = 0; s < prologue; ++s) issue_weights(s);
+      for (int s = 0; s < early; ++s) issue_weights(s);
     wait_for_previous_grid();
     if (lane == 0) trace_released(trace);
-    for (int s = 0; s < prologue; ++s) issue_x(s);
+    for (int s = 0; s < early; ++s) issue_x(s);
+    for (int s = early; s < prologue; ++s) {
+      if (lane == 0) issue_weights(s);
+      issue_x(s);
+    }
     for (int s = STAGES; s < stages; ++s) {
       const int b = s % STAGES;
       mbar_wait(&empty[b], (s / STAGES - 1) & 1);
