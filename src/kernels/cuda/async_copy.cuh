@@ -13,6 +13,12 @@ __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// 16-byte global -> shared copy that bypasses L1 (sm_80+): src_bytes (0..16) of src, the rest of the
+// 16 bytes zero-filled (0: nothing is read).
+__device__ __forceinline__ void cp_async_16_zfill(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
 // An L2 policy for data read once: its lines are the first L2 evicts.
 __device__ __forceinline__ uint64_t l2_evict_first_policy() {
   uint64_t policy;

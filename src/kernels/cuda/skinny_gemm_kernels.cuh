@@ -44,10 +44,9 @@ __device__ __forceinline__ void cp_async_16_evict_first(void* dst, const void* s
   cp_async_16_evict_first(shared_address(dst), src, policy);
 }
 
-// Copies src_bytes (0..16) and zero-fills the rest of the 16 bytes.
-__device__ __forceinline__ void cp_async_16_zfill(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
+// Copies src_bytes (0..16) and zero-fills the rest of the 16 bytes (the shared-address form is
+// async_copy.cuh's).
+using fuselm::cp_async_16_zfill;
 __device__ __forceinline__ void cp_async_16_zfill(void* dst, const void* src, int src_bytes) {
   cp_async_16_zfill(shared_address(dst), src, src_bytes);
 }
