@@ -200,7 +200,10 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocksPerSm) skinny_ffn_kerne
     }
     const bool finisher = it.piece == 0 && it.has_tile;  // adds the pieces and runs the epilogue
     ResidualEpilogue::Operands<1> res_in{};
-    if (it.down && finisher) res_in = a.residual.template load<T, 1>(it.tile, g, t, a.m);
+    if (it.down && finisher) {
+      res_in = a.residual.template prepare<T, 1>(it.tile, g, t, a.m);
+      a.residual.template load<T, 1>(res_in, it.tile, g, t, a.m);
+    }
     const T* b_rows = xs;
     int b_stride = a.xs_stride;
     int64_t b_first_kt = 0;

@@ -155,7 +155,9 @@ Status skinny_gemm_residual(const PackedWeight& w, const SkinnyInput& in, const 
                             SkinnyGemmLaunch launch = {});
 
 // Fused Q/K/V projection (weights packed with qkv_rope_row_map) + rotate-half RoPE + KV-cache append.
-// Token i sits at positions[i] of the sequence whose block table is row i of kv.block_tables.
+// Token i sits at positions[i] of the sequence whose block table is row i of kv.block_tables. The
+// positions are a step input: with programmatic dependent launch they are read before the wait for
+// the previous kernel, so no kernel launched before this one may still be writing them.
 struct SkinnyQkvOut {
   void* q = nullptr;  // [m][n_heads * head_dim], weights dtype, rotated
   int64_t q_stride = 0;

@@ -121,9 +121,10 @@ __device__ __forceinline__ void scale_by_rstd(float (&c)[MT][4], const float* rs
 }
 
 // An epilogue finishes one 16-row tile from a lane's accumulator fragment. What it reads from memory
-// (its Operands) is loaded by `load` right after the wait for the previous kernel, while the K
-// loop streams, and handed to `apply`: loaded after the K loop, those reads were a round trip on
-// the kernel's tail (1-2.4 us per residual GEMM in the decode step).
+// (its Operands) is read before the K loop and handed to `apply`: loaded after the K loop, those
+// reads were a round trip on the kernel's tail (1-2.4 us per residual GEMM in the decode step).
+// `prepare` runs before the wait for the previous kernel and reads only what no kernel of the step
+// writes (weights, and step inputs the host wrote before the step); `load` runs after the wait.
 struct NoOperands {};
 
 struct StoreEpilogue {
@@ -135,9 +136,11 @@ struct StoreEpilogue {
   template <int MT>
   using Operands = NoOperands;
   template <typename T, int MT>
-  __device__ Operands<MT> load(int64_t, int, int, int) const {
+  __device__ Operands<MT> prepare(int64_t, int, int, int) const {
     return {};
   }
+  template <typename T, int MT>
+  __device__ void load(Operands<MT>&, int64_t, int, int, int) const {}
   template <typename T, int MT>
   __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m, const Operands<MT>&) const {
 #pragma unroll
@@ -170,8 +173,17 @@ struct ResidualEpilogue {
     float gain[2];
   };
   template <typename T, int MT>
-  __device__ Operands<MT> load(int64_t nt, int g, int t, int m) const {
+  __device__ Operands<MT> prepare(int64_t nt, int g, int, int) const {
     Operands<MT> in;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = nt * 16 + g + 8 * h;
+      in.gain[h] = out.next_norm_weight != nullptr && row < rows ? out.next_norm_weight[row] : 0.0f;
+    }
+    return in;
+  }
+  template <typename T, int MT>
+  __device__ void load(Operands<MT>& in, int64_t nt, int g, int t, int m) const {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -181,12 +193,6 @@ struct ResidualEpilogue {
         in.res[mt][i] = row < rows && tok < m ? out.residual[tok * out.residual_stride + row] : 0.0f;
       }
     }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t row = nt * 16 + g + 8 * h;
-      in.gain[h] = out.next_norm_weight != nullptr && row < rows ? out.next_norm_weight[row] : 0.0f;
-    }
-    return in;
   }
 
   template <typename T, int MT>
@@ -226,35 +232,52 @@ struct ResidualEpilogue {
   }
 };
 
-// The RoPE rotation of one (dim, dim + half) pair, out of line: sincosf is a long instruction
-// sequence (with a slow path for large arguments), and a copy inlined per token slot made the
-// epilogue, which runs once per launch from a cold instruction cache, that much longer to fetch.
-static __device__ __noinline__ float2 rope_rotate(float lo, float hi, int pos, float freq) {
+// The RoPE angle's cosine and sine at one position, out of line: sincosf is a long instruction
+// sequence (with a slow path for large arguments), and a copy inlined per token slot made the code,
+// which runs once per launch from a cold instruction cache, that much longer to fetch.
+static __device__ __noinline__ float2 rope_cos_sin(int pos, float freq) {
   float s, co;
   sincosf(static_cast<float>(pos) * freq, &s, &co);
-  return make_float2(lo * co - hi * s, hi * co + lo * s);
+  return make_float2(co, s);
 }
 
 struct QkvRopeEpilogue {
   SkinnyQkvOut out;
 
-  // The lane's rotation frequency and its tokens' positions. (The cache blocks of K and V rows are
-  // looked up in `apply`: their address needs the position, and waiting for it here held up the
-  // K loop's start by a round trip.)
+  // Per token slot of the lane: its position (then its cache row, block * block_size + slot, for
+  // K and V tiles) and the rotation's cosine and sine (Q and K tiles). Where each is worked out
+  // depends on the token count, as measured (docs/kernels/skinny_gemm.md, "QKV epilogue operands"):
+  // - 9-16 tokens: all of it in `prepare`, before the wait for the previous kernel (the positions
+  //   are step inputs): the CTA pipeline's consumers idle there, and after the K loop the lookup
+  //   (two dependent round trips) and four sincosf calls were the kernel's tail;
+  // - one token: the positions after the wait, the lookup and sincosf in `apply`. Before the wait,
+  //   the chain held up the late CTAs' release; right after it, the warp pipeline's K loop start.
   template <int MT>
   struct Operands {
-    float freq;
     int pos[MT][2];
+    float freq;
+    float cos[MT][2];
+    float sin[MT][2];
   };
-  template <typename T, int MT>
-  __device__ Operands<MT> load(int64_t nt, int g, int t, int m) const {
-    Operands<MT> in{};
+  static constexpr bool resolved_before_wait(int mt) { return mt == 2; }
+  struct TileRole {
+    int head, dim;  // dim: this lane's pair (dim, dim + head_dim / 2)
+    bool is_q, is_v, live;
+  };
+  __device__ TileRole role(int64_t nt, int g) const {
     const int tiles_per_head = out.head_dim / 16;
-    const int head = static_cast<int>(nt / tiles_per_head);
-    const int dim = static_cast<int>(nt % tiles_per_head) * 8 + g;
-    const bool is_v = head >= out.n_heads + out.n_kv_heads;
-    if (head >= out.n_heads + 2 * out.n_kv_heads) return in;
-    in.freq = is_v ? 0.0f : out.inv_freq[dim];
+    TileRole r;
+    r.head = static_cast<int>(nt / tiles_per_head);
+    r.dim = static_cast<int>(nt % tiles_per_head) * 8 + g;
+    r.is_q = r.head < out.n_heads;
+    r.is_v = r.head >= out.n_heads + out.n_kv_heads;
+    r.live = r.head < out.n_heads + 2 * out.n_kv_heads;
+    return r;
+  }
+
+  // The positions and the frequency; then the cache rows and the rotation.
+  template <int MT>
+  __device__ void read_positions(Operands<MT>& in, const TileRole& r, int t, int m) const {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -262,32 +285,68 @@ struct QkvRopeEpilogue {
         const int tok = mt * 8 + 2 * t + e;
         in.pos[mt][e] = tok < m ? out.positions[tok] : 0;
       }
-    return in;
+    in.freq = r.is_v ? 0.0f : out.inv_freq[r.dim];
   }
-
-  template <typename T, int MT>
-  __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m, const Operands<MT>& in) const {
-    const int tiles_per_head = out.head_dim / 16;
-    const int head = static_cast<int>(nt / tiles_per_head);
-    const int half = out.head_dim / 2;
-    const int dim = static_cast<int>(nt % tiles_per_head) * 8 + g;  // this lane's pair (dim, dim + half)
-    const bool is_q = head < out.n_heads;
-    const bool is_v = head >= out.n_heads + out.n_kv_heads;
-    if (head >= out.n_heads + 2 * out.n_kv_heads) return;
-    const PagedKvLayout& layout = out.kv.layout;
-    // Every block lookup first, then the stores (a load may not pass a store that could alias it).
+  template <int MT>
+  __device__ void resolve(Operands<MT>& in, const TileRole& r, int t, int m) const {
+    // Every block lookup first, then the sincosf calls (a load may not pass a call).
+    const int block_size = out.kv.layout.block_size;
     int block[MT][2] = {};
-    if (!is_q) {
+    if (!r.is_q) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int tok = mt * 8 + 2 * t + e;
-          block[mt][e] = tok < m ? out.kv.block_tables[static_cast<int64_t>(tok) * out.kv.max_blocks_per_seq +
-                                                       in.pos[mt][e] / layout.block_size]
-                                 : 0;
+          if (tok < m)
+            block[mt][e] = out.kv.block_tables[static_cast<int64_t>(tok) * out.kv.max_blocks_per_seq +
+                                               in.pos[mt][e] / block_size];
         }
     }
+    if (!r.is_v) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          if (mt * 8 + 2 * t + e >= m) continue;
+          const float2 cs = rope_cos_sin(in.pos[mt][e], in.freq);
+          in.cos[mt][e] = cs.x;
+          in.sin[mt][e] = cs.y;
+        }
+    }
+    if (!r.is_q) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) in.pos[mt][e] = block[mt][e] * block_size + in.pos[mt][e] % block_size;
+    }
+  }
+
+  template <typename T, int MT>
+  __device__ Operands<MT> prepare(int64_t nt, int g, int t, int m) const {
+    Operands<MT> in{};
+    const TileRole r = role(nt, g);
+    if (resolved_before_wait(MT) && r.live) {
+      read_positions(in, r, t, m);
+      resolve(in, r, t, m);
+    }
+    return in;
+  }
+  template <typename T, int MT>
+  __device__ void load(Operands<MT>& in, int64_t nt, int g, int t, int m) const {
+    const TileRole r = role(nt, g);
+    if (!resolved_before_wait(MT) && r.live) read_positions(in, r, t, m);
+  }
+
+  template <typename T, int MT>
+  __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m, const Operands<MT>& prepared) const {
+    const TileRole r = role(nt, g);
+    if (!r.live) return;
+    Operands<MT> in = prepared;
+    if (!resolved_before_wait(MT)) resolve(in, r, t, m);
+    const int half = out.head_dim / 2;
+    const PagedKvLayout& layout = out.kv.layout;
+    const int block_shift = __ffs(layout.block_size) - 1;  // a power of two
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -295,21 +354,22 @@ struct QkvRopeEpilogue {
         const int tok = mt * 8 + 2 * t + e;
         if (tok >= m) continue;
         float lo = c[mt][e], hi = c[mt][2 + e];
-        if (!is_v) {
-          const float2 rotated = rope_rotate(lo, hi, in.pos[mt][e], in.freq);
-          lo = rotated.x;
-          hi = rotated.y;
+        if (!r.is_v) {
+          const float co = in.cos[mt][e], s = in.sin[mt][e];
+          const float rotated_lo = lo * co - hi * s;
+          hi = hi * co + lo * s;
+          lo = rotated_lo;
         }
         T* dst;
-        if (is_q) {
-          dst = static_cast<T*>(out.q) + tok * out.q_stride + static_cast<int64_t>(head) * out.head_dim;
+        if (r.is_q) {
+          dst = static_cast<T*>(out.q) + tok * out.q_stride + static_cast<int64_t>(r.head) * out.head_dim;
         } else {
-          const int kv_head = (head - out.n_heads) % out.n_kv_heads;
-          dst = static_cast<T*>(is_v ? out.kv.v : out.kv.k) +
-                layout.offset(block[mt][e], kv_head, in.pos[mt][e] % layout.block_size);
+          const int kv_head = (r.head - out.n_heads) % out.n_kv_heads;
+          dst = static_cast<T*>(r.is_v ? out.kv.v : out.kv.k) +
+                layout.offset(in.pos[mt][e] >> block_shift, kv_head, in.pos[mt][e] & (layout.block_size - 1));
         }
-        dst[dim] = from_float<T>(lo);
-        dst[dim + half] = from_float<T>(hi);
+        dst[r.dim] = from_float<T>(lo);
+        dst[r.dim + half] = from_float<T>(hi);
       }
     }
   }
@@ -321,9 +381,11 @@ struct SwigluEpilogue {
   template <int MT>
   using Operands = NoOperands;
   template <typename T, int MT>
-  __device__ Operands<MT> load(int64_t, int, int, int) const {
+  __device__ Operands<MT> prepare(int64_t, int, int, int) const {
     return {};
   }
+  template <typename T, int MT>
+  __device__ void load(Operands<MT>&, int64_t, int, int, int) const {}
   template <typename T, int MT>
   __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m, const Operands<MT>&) const {
     const int64_t j = nt * 8 + g;
@@ -549,20 +611,22 @@ __global__ void __launch_bounds__(WARPS * 32)
   // Once a warp's last weight stage is issued the next kernel may start streaming its own weights
   // (the first call in a CTA is the one that counts).
   if (stages <= STAGES - 1) allow_next_grid();
+  // The epilogue's operands of the tile this warp finishes (at most one: RT <= WARPS), in flight
+  // while the K loop streams: what no earlier kernel writes before the wait, the rest after it.
+  static_assert(RT <= WARPS, "a warp finishes at most one row tile");
+  int64_t finished_tile = -1;
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+    if (r % k_split == rank && (r / k_split) % WARPS == warp && tile0 + r < row_tiles) finished_tile = tile0 + r;
+  typename Epilogue::template Operands<MT> operands{};
+  if (finished_tile >= 0) operands = epilogue.template prepare<T, MT>(finished_tile, g, t, m);
   wait_for_previous_grid();
   if (threadIdx.x == 0) trace_released(trace);
 #pragma unroll 1
   for (int s = 0; s < STAGES - 1; ++s) issue_x(s);
   cp_async_commit();
   norm_rstd(rstd, norm, m, warp, WARPS, lane);
-  // The epilogue's operands of the tile this warp finishes (at most one: RT <= WARPS), loaded while
-  // the K loop streams.
-  static_assert(RT <= WARPS, "a warp finishes at most one row tile");
-  typename Epilogue::template Operands<MT> operands{};
-#pragma unroll
-  for (int r = 0; r < RT; ++r)
-    if (r % k_split == rank && (r / k_split) % WARPS == warp && tile0 + r < row_tiles)
-      operands = epilogue.template load<T, MT>(tile0 + r, g, t, m);
+  if (finished_tile >= 0) epilogue.template load<T, MT>(operands, finished_tile, g, t, m);
 
   float acc[RT][MT][4];
 #pragma unroll
@@ -833,13 +897,19 @@ __global__ void __launch_bounds__((WARPS + 1) * 32)
   } else {
     // Consumers: each warp multiplies its own RT row tiles over the whole K range of the CTA. The
     // 1/rms comes first: the first stage's activations follow the same wait.
-    wait_for_previous_grid();
-    norm_rstd(rstd, norm, m, warp, WARPS, lane);
-    // The epilogue's operands of the tiles this warp finishes, loaded while the K loop streams.
+    // The epilogue's operands of the tiles this warp finishes, in flight while the K loop streams:
+    // what no earlier kernel writes before the wait, the rest after it.
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
       const int j = warp * RT + r;
-      if (j % k_split == rank && j < tiles_here) operands[r] = epilogue.template load<T, MT>(tile0 + j, g, t, m);
+      if (j % k_split == rank && j < tiles_here) operands[r] = epilogue.template prepare<T, MT>(tile0 + j, g, t, m);
+    }
+    wait_for_previous_grid();
+    norm_rstd(rstd, norm, m, warp, WARPS, lane);
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      const int j = warp * RT + r;
+      if (j % k_split == rank && j < tiles_here) epilogue.template load<T, MT>(operands[r], tile0 + j, g, t, m);
     }
     // One loop per stage layout, so that every tile's offset is a constant.
     auto consume = [&](auto grouped_layout) {
@@ -1005,14 +1075,19 @@ __global__ void __launch_bounds__(WARPS * 32, 32 / WARPS)
   // Weights depend on no earlier kernel: the first two halves go out before the wait.
   load_half(wa, k_begin);
   load_half(wb, k_begin + H);
-  wait_for_previous_grid();
-  if (threadIdx.x == 0) trace_released(trace);
-  norm_rstd(rstd, norm, m, warp, WARPS, lane);
   typename Epilogue::template Operands<MT> operands[RT] = {};
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
     const int j = warp * RT + r;
-    if (j % k_split == rank && j < tiles_here) operands[r] = epilogue.template load<T, MT>(tile0 + j, g, t, m);
+    if (j % k_split == rank && j < tiles_here) operands[r] = epilogue.template prepare<T, MT>(tile0 + j, g, t, m);
+  }
+  wait_for_previous_grid();
+  if (threadIdx.x == 0) trace_released(trace);
+  norm_rstd(rstd, norm, m, warp, WARPS, lane);
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    const int j = warp * RT + r;
+    if (j % k_split == rank && j < tiles_here) epilogue.template load<T, MT>(operands[r], tile0 + j, g, t, m);
   }
   for (int w0 = k_begin; w0 < k_end; w0 += Pipe::kWindowKTiles) {
     const int w1 = min(k_end, w0 + Pipe::kWindowKTiles);
