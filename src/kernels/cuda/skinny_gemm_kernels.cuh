@@ -172,14 +172,12 @@ struct ResidualEpilogue {
     float res[MT][4];
     float gain[2];
   };
+  // The gains are weights: before the wait at 9-16 tokens; one-token instances keep them after it,
+  // where they were measured (s26: the one-token reads moved before the wait lost).
   template <typename T, int MT>
   __device__ Operands<MT> prepare(int64_t nt, int g, int, int) const {
     Operands<MT> in;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t row = nt * 16 + g + 8 * h;
-      in.gain[h] = out.next_norm_weight != nullptr && row < rows ? out.next_norm_weight[row] : 0.0f;
-    }
+    if (MT == 2) load_gains(in, nt, g);
     return in;
   }
   template <typename T, int MT>
@@ -192,6 +190,15 @@ struct ResidualEpilogue {
         const int tok = frag_token(mt, t, i);
         in.res[mt][i] = row < rows && tok < m ? out.residual[tok * out.residual_stride + row] : 0.0f;
       }
+    }
+    if (MT == 1) load_gains(in, nt, g);
+  }
+  template <int MT>
+  __device__ void load_gains(Operands<MT>& in, int64_t nt, int g) const {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = nt * 16 + g + 8 * h;
+      in.gain[h] = out.next_norm_weight != nullptr && row < rows ? out.next_norm_weight[row] : 0.0f;
     }
   }
 
@@ -232,34 +239,48 @@ struct ResidualEpilogue {
   }
 };
 
-// The RoPE angle's cosine and sine at one position, out of line: sincosf is a long instruction
-// sequence (with a slow path for large arguments), and a copy inlined per token slot made the code,
-// which runs once per launch from a cold instruction cache, that much longer to fetch.
+// The RoPE rotation of one (dim, dim + half) pair by an angle's cosine and sine, its roundings
+// spelled out: one-token and 9-16-token instances (one rounding class) compute the angle in
+// different places and must give the same bits, whatever the compiler would contract.
+__device__ __forceinline__ float2 rope_apply(float lo, float hi, float co, float s) {
+  return make_float2(__fmaf_rn(lo, co, -__fmul_rn(hi, s)), __fmaf_rn(hi, co, __fmul_rn(lo, s)));
+}
+
+// The angle's cosine and sine at a position, out of line: sincosf is a long instruction sequence
+// (with a slow path for large arguments), and a copy inlined per token slot made the epilogue, which
+// runs once per launch from a cold instruction cache, that much longer to fetch.
 static __device__ __noinline__ float2 rope_cos_sin(int pos, float freq) {
   float s, co;
   sincosf(static_cast<float>(pos) * freq, &s, &co);
   return make_float2(co, s);
 }
 
+// The same and the rotation, in one call (the one-token instances' tail).
+static __device__ __noinline__ float2 rope_rotate(float lo, float hi, int pos, float freq) {
+  float s, co;
+  sincosf(static_cast<float>(pos) * freq, &s, &co);
+  return rope_apply(lo, hi, co, s);
+}
+
 struct QkvRopeEpilogue {
   SkinnyQkvOut out;
 
-  // Per token slot of the lane: its position (then its cache row, block * block_size + slot, for
-  // K and V tiles) and the rotation's cosine and sine (Q and K tiles). Where each is worked out
-  // depends on the token count, as measured (docs/kernels/skinny_gemm.md, "QKV epilogue operands"):
-  // - 9-16 tokens: all of it in `prepare`, before the wait for the previous kernel (the positions
-  //   are step inputs): the CTA pipeline's consumers idle there, and after the K loop the lookup
-  //   (two dependent round trips) and four sincosf calls were the kernel's tail;
-  // - one token: the positions after the wait, the lookup and sincosf in `apply`. Before the wait,
-  //   the chain held up the late CTAs' release; right after it, the warp pipeline's K loop start.
+  // Per token slot of the lane: its position, the cache block of K and V rows, and the rotation's
+  // cosine and sine. Where they are worked out depends on the token count, as measured
+  // (docs/kernels/skinny_gemm.md, "The QKV epilogue's lookups before the wait"):
+  // - one token: the positions and frequency right after the wait (`load`), the block lookup (its
+  //   address needs the position) and sincosf in `apply`. Before the wait that chain held up the
+  //   late CTAs' release, and right after it the warp pipeline's K loop;
+  // - 9-16 tokens: all of it before the wait (`prepare`; the positions are step inputs), where the
+  //   CTA pipeline's consumers idle; in `apply` the lookup and four sincosf calls were the tail.
   template <int MT>
   struct Operands {
-    int pos[MT][2];
     float freq;
-    float cos[MT][2];
-    float sin[MT][2];
+    int pos[MT][2];  // 9-16 tokens, K and V tiles: the cache row, block * block_size + slot
+    float cos[MT][2], sin[MT][2];  // 9-16 tokens
   };
-  static constexpr bool resolved_before_wait(int mt) { return mt == 2; }
+  static constexpr bool prepared(int mt) { return mt == 2; }
+
   struct TileRole {
     int head, dim;  // dim: this lane's pair (dim, dim + head_dim / 2)
     bool is_q, is_v, live;
@@ -274,10 +295,9 @@ struct QkvRopeEpilogue {
     r.live = r.head < out.n_heads + 2 * out.n_kv_heads;
     return r;
   }
-
-  // The positions and the frequency; then the cache rows and the rotation.
   template <int MT>
   __device__ void read_positions(Operands<MT>& in, const TileRole& r, int t, int m) const {
+    in.freq = r.is_v ? 0.0f : out.inv_freq[r.dim];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -285,11 +305,15 @@ struct QkvRopeEpilogue {
         const int tok = mt * 8 + 2 * t + e;
         in.pos[mt][e] = tok < m ? out.positions[tok] : 0;
       }
-    in.freq = r.is_v ? 0.0f : out.inv_freq[r.dim];
   }
-  template <int MT>
-  __device__ void resolve(Operands<MT>& in, const TileRole& r, int t, int m) const {
-    // Every block lookup first, then the sincosf calls (a load may not pass a call).
+
+  template <typename T, int MT>
+  __device__ Operands<MT> prepare(int64_t nt, int g, int t, int m) const {
+    Operands<MT> in{};
+    const TileRole r = role(nt, g);
+    if (!prepared(MT) || !r.live) return in;
+    read_positions(in, r, t, m);
+    // Every block lookup first, then the sincosf calls (a load does not pass a call).
     const int block_size = out.kv.layout.block_size;
     int block[MT][2] = {};
     if (!r.is_q) {
@@ -320,32 +344,34 @@ struct QkvRopeEpilogue {
 #pragma unroll
         for (int e = 0; e < 2; ++e) in.pos[mt][e] = block[mt][e] * block_size + in.pos[mt][e] % block_size;
     }
-  }
-
-  template <typename T, int MT>
-  __device__ Operands<MT> prepare(int64_t nt, int g, int t, int m) const {
-    Operands<MT> in{};
-    const TileRole r = role(nt, g);
-    if (resolved_before_wait(MT) && r.live) {
-      read_positions(in, r, t, m);
-      resolve(in, r, t, m);
-    }
     return in;
   }
   template <typename T, int MT>
   __device__ void load(Operands<MT>& in, int64_t nt, int g, int t, int m) const {
     const TileRole r = role(nt, g);
-    if (!resolved_before_wait(MT) && r.live) read_positions(in, r, t, m);
+    if (!prepared(MT) && r.live) read_positions(in, r, t, m);
   }
 
   template <typename T, int MT>
-  __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m, const Operands<MT>& prepared) const {
+  __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m, const Operands<MT>& in) const {
     const TileRole r = role(nt, g);
     if (!r.live) return;
-    Operands<MT> in = prepared;
-    if (!resolved_before_wait(MT)) resolve(in, r, t, m);
     const int half = out.head_dim / 2;
     const PagedKvLayout& layout = out.kv.layout;
+    // One token: every block lookup first, then the stores (a load may not pass a store that could
+    // alias it).
+    int block[MT][2] = {};
+    if (!prepared(MT) && !r.is_q) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int tok = mt * 8 + 2 * t + e;
+          block[mt][e] = tok < m ? out.kv.block_tables[static_cast<int64_t>(tok) * out.kv.max_blocks_per_seq +
+                                                       in.pos[mt][e] / layout.block_size]
+                                 : 0;
+        }
+    }
     const int block_shift = __ffs(layout.block_size) - 1;  // a power of two
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
@@ -353,23 +379,22 @@ struct QkvRopeEpilogue {
       for (int e = 0; e < 2; ++e) {
         const int tok = mt * 8 + 2 * t + e;
         if (tok >= m) continue;
-        float lo = c[mt][e], hi = c[mt][2 + e];
-        if (!r.is_v) {
-          const float co = in.cos[mt][e], s = in.sin[mt][e];
-          const float rotated_lo = lo * co - hi * s;
-          hi = hi * co + lo * s;
-          lo = rotated_lo;
-        }
+        float2 v = make_float2(c[mt][e], c[mt][2 + e]);
+        if (!r.is_v)
+          v = prepared(MT) ? rope_apply(v.x, v.y, in.cos[mt][e], in.sin[mt][e])
+                           : rope_rotate(v.x, v.y, in.pos[mt][e], in.freq);
         T* dst;
         if (r.is_q) {
           dst = static_cast<T*>(out.q) + tok * out.q_stride + static_cast<int64_t>(r.head) * out.head_dim;
         } else {
           const int kv_head = (r.head - out.n_heads) % out.n_kv_heads;
-          dst = static_cast<T*>(r.is_v ? out.kv.v : out.kv.k) +
-                layout.offset(in.pos[mt][e] >> block_shift, kv_head, in.pos[mt][e] & (layout.block_size - 1));
+          const int64_t row = prepared(MT) ? layout.offset(in.pos[mt][e] >> block_shift, kv_head,
+                                                           in.pos[mt][e] & (layout.block_size - 1))
+                                           : layout.offset(block[mt][e], kv_head, in.pos[mt][e] % layout.block_size);
+          dst = static_cast<T*>(r.is_v ? out.kv.v : out.kv.k) + row;
         }
-        dst[r.dim] = from_float<T>(lo);
-        dst[r.dim + half] = from_float<T>(hi);
+        dst[r.dim] = from_float<T>(v.x);
+        dst[r.dim + half] = from_float<T>(v.y);
       }
     }
   }
@@ -611,22 +636,23 @@ __global__ void __launch_bounds__(WARPS * 32)
   // Once a warp's last weight stage is issued the next kernel may start streaming its own weights
   // (the first call in a CTA is the one that counts).
   if (stages <= STAGES - 1) allow_next_grid();
-  // The epilogue's operands of the tile this warp finishes (at most one: RT <= WARPS), in flight
-  // while the K loop streams: what no earlier kernel writes before the wait, the rest after it.
-  static_assert(RT <= WARPS, "a warp finishes at most one row tile");
-  int64_t finished_tile = -1;
-#pragma unroll
-  for (int r = 0; r < RT; ++r)
-    if (r % k_split == rank && (r / k_split) % WARPS == warp && tile0 + r < row_tiles) finished_tile = tile0 + r;
-  typename Epilogue::template Operands<MT> operands{};
-  if (finished_tile >= 0) operands = epilogue.template prepare<T, MT>(finished_tile, g, t, m);
   wait_for_previous_grid();
   if (threadIdx.x == 0) trace_released(trace);
 #pragma unroll 1
   for (int s = 0; s < STAGES - 1; ++s) issue_x(s);
   cp_async_commit();
   norm_rstd(rstd, norm, m, warp, WARPS, lane);
-  if (finished_tile >= 0) epilogue.template load<T, MT>(operands, finished_tile, g, t, m);
+  // The epilogue's operands of the tile this warp finishes (at most one: RT <= WARPS), loaded while
+  // the K loop streams. All of them after the wait: this pipeline runs the one-token instances,
+  // where reads moved before the wait lost (docs/kernels/skinny_gemm.md, session 26).
+  static_assert(RT <= WARPS, "a warp finishes at most one row tile");
+  typename Epilogue::template Operands<MT> operands{};
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+    if (r % k_split == rank && (r / k_split) % WARPS == warp && tile0 + r < row_tiles) {
+      operands = epilogue.template prepare<T, MT>(tile0 + r, g, t, m);
+      epilogue.template load<T, MT>(operands, tile0 + r, g, t, m);
+    }
 
   float acc[RT][MT][4];
 #pragma unroll
