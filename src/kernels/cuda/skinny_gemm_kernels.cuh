@@ -172,8 +172,8 @@ struct ResidualEpilogue {
     float res[MT][4];
     float gain[2];
   };
-  // The gains are weights: before the wait at 9-16 tokens; one-token instances keep them after it,
-  // where they were measured (s26: the one-token reads moved before the wait lost).
+  // The gains are weights: before the wait at 9-16 tokens. One-token instances keep them after it:
+  // none of session 26's one-token placements before the wait won (docs/kernels/skinny_gemm.md).
   template <typename T, int MT>
   __device__ Operands<MT> prepare(int64_t nt, int g, int, int) const {
     Operands<MT> in;
