@@ -431,7 +431,7 @@ Status skinny_ffn(const PackedWeight& gate_up, const PackedWeight& down, const S
   a.ffn = ffn;
   a.m = m;
   a.norm = norm;
-  a.swiglu = SwigluEpilogue{act};
+  a.swiglu = SwigluEpilogue{{}, act};
   a.residual = ResidualEpilogue{out, down.rows, mma_tiles(down.rows)};
   a.offsets = plan.offsets;
   a.jobs = plan.jobs;

@@ -90,7 +90,7 @@ Status skinny_gemm_store(const PackedWeight& w, const SkinnyInput& in, const Ski
     return Status::error(str_cat("skinny GEMM: output dtype ", dtype_name(out_dtype), " must be f32 or the weights' ",
                                  dtype_name(w.dtype)));
   if (out == nullptr || out_stride < w.rows) return Status::error("skinny GEMM: bad output buffer or stride");
-  return launch(w, in, norm, StoreEpilogue{out, out_dtype, out_stride, w.rows}, variant, launch_options, stream);
+  return launch(w, in, norm, StoreEpilogue{{}, out, out_dtype, out_stride, w.rows}, variant, launch_options, stream);
 }
 
 }  // namespace fuselm

@@ -127,12 +127,8 @@ __device__ __forceinline__ void scale_by_rstd(float (&c)[MT][4], const float* rs
 // writes (weights, and step inputs the host wrote before the step); `load` runs after the wait.
 struct NoOperands {};
 
-struct StoreEpilogue {
-  void* out;
-  DType out_dtype;
-  int64_t stride;
-  int64_t rows;
-
+// The epilogue reads of an epilogue that reads nothing from memory.
+struct NoEpilogueReads {
   template <int MT>
   using Operands = NoOperands;
   template <typename T, int MT>
@@ -141,6 +137,14 @@ struct StoreEpilogue {
   }
   template <typename T, int MT>
   __device__ void load(Operands<MT>&, int64_t, int, int, int) const {}
+};
+
+struct StoreEpilogue : NoEpilogueReads {
+  void* out;
+  DType out_dtype;
+  int64_t stride;
+  int64_t rows;
+
   template <typename T, int MT>
   __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m, const Operands<MT>&) const {
 #pragma unroll
@@ -307,6 +311,20 @@ struct QkvRopeEpilogue {
       }
   }
 
+  // The cache block of each token slot's position (0 past m).
+  template <int MT>
+  __device__ void lookup_blocks(int (&block)[MT][2], const int (&pos)[MT][2], int t, int m) const {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int tok = mt * 8 + 2 * t + e;
+        block[mt][e] = tok < m ? out.kv.block_tables[static_cast<int64_t>(tok) * out.kv.max_blocks_per_seq +
+                                                     pos[mt][e] / out.kv.layout.block_size]
+                               : 0;
+      }
+  }
+
   template <typename T, int MT>
   __device__ Operands<MT> prepare(int64_t nt, int g, int t, int m) const {
     Operands<MT> in{};
@@ -316,17 +334,7 @@ struct QkvRopeEpilogue {
     // Every block lookup first, then the sincosf calls (a load does not pass a call).
     const int block_size = out.kv.layout.block_size;
     int block[MT][2] = {};
-    if (!r.is_q) {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int tok = mt * 8 + 2 * t + e;
-          if (tok < m)
-            block[mt][e] = out.kv.block_tables[static_cast<int64_t>(tok) * out.kv.max_blocks_per_seq +
-                                               in.pos[mt][e] / block_size];
-        }
-    }
+    if (!r.is_q) lookup_blocks(block, in.pos, t, m);
     if (!r.is_v) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -361,17 +369,7 @@ struct QkvRopeEpilogue {
     // One token: every block lookup first, then the stores (a load may not pass a store that could
     // alias it).
     int block[MT][2] = {};
-    if (!prepared(MT) && !r.is_q) {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int tok = mt * 8 + 2 * t + e;
-          block[mt][e] = tok < m ? out.kv.block_tables[static_cast<int64_t>(tok) * out.kv.max_blocks_per_seq +
-                                                       in.pos[mt][e] / layout.block_size]
-                                 : 0;
-        }
-    }
+    if (!prepared(MT) && !r.is_q) lookup_blocks(block, in.pos, t, m);
     const int block_shift = __ffs(layout.block_size) - 1;  // a power of two
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
@@ -400,17 +398,9 @@ struct QkvRopeEpilogue {
   }
 };
 
-struct SwigluEpilogue {
+struct SwigluEpilogue : NoEpilogueReads {
   SkinnySwigluOut out;
 
-  template <int MT>
-  using Operands = NoOperands;
-  template <typename T, int MT>
-  __device__ Operands<MT> prepare(int64_t, int, int, int) const {
-    return {};
-  }
-  template <typename T, int MT>
-  __device__ void load(Operands<MT>&, int64_t, int, int, int) const {}
   template <typename T, int MT>
   __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m, const Operands<MT>&) const {
     const int64_t j = nt * 8 + g;
