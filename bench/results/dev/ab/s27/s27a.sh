@@ -16,11 +16,11 @@
 # arm (s26e's base: 1,321.5-1,324.6 on another machine). That form took the head-dim-64 split
 # kernel to 198 registers (two CTAs an SM); this one keeps 168 (ptxas: 8 bytes of spill stores at
 # 3-4 stages), with the first item's seek back in the loop's condition.
-# Usage (GPU machine, carry .deps .commit .gpu-models): OUT=$OUT bash bench/results/dev/ab/s27-prep/s27a.sh
+# Usage (GPU machine, carry .deps .commit .gpu-models): OUT=$OUT bash bench/results/dev/ab/s27/s27a.sh
 set -uo pipefail
 start=$SECONDS
 export FUSELM_COMMIT=$(cat .commit 2>/dev/null || echo unknown)
-D=bench/results/dev/ab/s27-prep
+D=bench/results/dev/ab/s27
 bash scripts/gpu-build.sh fuselm || exit 1
 cp build-gpu/fuselm /tmp/fuselm-base
 patch -p1 < $D/first-items.patch > /dev/null || exit 1
