@@ -117,10 +117,6 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     // previous item ended at a cluster barrier.)
     if (item != unit && cluster == 1) __syncthreads();
     if (item == unit && tid == 0) trace_mark(trace, 3);  // the first item is located
-    // The claim's answer is first needed after the key loop: kept in a register until then, so that
-    // the thread that claims does not wait for the atomic before the item's first loads.
-    int claim = 0;
-    if (tid == 0 && cluster_rank == 0) claim = atomicAdd(next_unclaimed, 1);
     const int seq = cursor.seq, kv_len = cursor.kv_len, n_splits = cursor.n_splits;
     // The item's head groups take `ranks` CTAs each: this CTA is rank `rank` of group group_index
     // (past the last group when the item has fewer groups than the cluster has room for: idle).
@@ -212,6 +208,11 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       }
     }
     cp_async_commit();
+    // The next item's claim, first needed after the key loop. It goes out while q and the K/V land:
+    // the compiler aggregates an atomic on one address over the warp, and the shuffle that hands out
+    // its answer waits for the round trip right there (earlier, the item's first loads waited too).
+    int claim = 0;
+    if (tid == 0 && cluster_rank == 0) claim = atomicAdd(next_unclaimed, 1);
 
     const int last_visible[1][2] = {{split_end - 1, split_end - 1}};
     WarpState<HEAD_DIM, 1> st;

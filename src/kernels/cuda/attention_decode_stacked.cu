@@ -135,8 +135,6 @@ __global__ void __launch_bounds__(kTeams * DecodeConfig<HEAD_DIM, STAGES>::kThre
     // The previous item's reads of shared memory (block numbers, q, states, the claim) are done.
     if (item != unit) __syncthreads();
     if (item == unit && tid == 0) trace_mark(trace, 3);  // the first item is located
-    int claim = 0;
-    if (tid == 0) claim = atomicAdd(next_unclaimed, 1);
     const int seq = cursor.seq, kv_len = cursor.kv_len, n_splits = cursor.n_splits;
     const int ranks = cursor.ranks;
     const int rank_shift = cursor.rank_shift;
@@ -241,6 +239,10 @@ __global__ void __launch_bounds__(kTeams * DecodeConfig<HEAD_DIM, STAGES>::kThre
       cp_async_16(q_tiles + g * Cfg::kQTileBytes + SwizzledTile<HEAD_DIM>::offset(r, chunk), src, valid);
     }
     cp_async_commit();
+    // The next item's claim, while q and the K/V land (its round trip waits at the claim: see the
+    // split kernel).
+    int claim = 0;
+    if (tid == 0) claim = atomicAdd(next_unclaimed, 1);
     // Both teams read the q tiles: every copy has landed after this barrier, the prologues included.
     cp_async_wait<0>();
     __syncthreads();
