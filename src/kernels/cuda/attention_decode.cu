@@ -106,6 +106,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   const auto locate_in_window = [&](int64_t rel, int& i, int& before, int& len) { seqs.locate(rel, i, before, len); };
   DecodeItemWindow<32> window;
   window.start(batch, fill_window);
+  const int64_t launch_items = decode_launch_items(batch, window);
   DecodeItemCursor cursor;
   bool waited = false;
   int64_t next_item = 0;
@@ -245,6 +246,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     // Merge the four warps' states in warp order. The barrier also retires every read of the K/V
     // stages, which the merge area overwrites (and publishes the claim).
     if (tid == 0 && cluster_rank == 0) claimed = units + static_cast<int64_t>(claim);
+    if (tid == 0 && cluster_rank == 0) reset_after_last_claim(claim, launch_items, next_unclaimed);
     cp_async_wait<0>();
     __syncthreads();
     if (tid == 0) trace_mark(trace, 1);  // the key loop is done
@@ -395,7 +397,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   }  // items
 
   finish_decode_launch<T, HEAD_DIM, Cfg::kThreads>(kv_lens, batch, capacity, rule, n_heads, out, waited, next_unclaimed,
-                                                  ctas_done, trace, tid);
+                                                  ctas_done, launch_items < 0, trace, tid);
 }
 
 // One wave of the split kernel: the CTAs (clusters of `ranks`) that fit on the GPU at once, queried

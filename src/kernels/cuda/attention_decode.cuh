@@ -152,14 +152,27 @@ __device__ __forceinline__ void merge_split_partials(const float* lse_rows, cons
   }
 }
 
+// The launch's items when one window holds the whole batch (its sum, known to every CTA before the
+// first claim), else -1. Exactly one claim is made per item and claims return 0, 1, ..., so the
+// claim that returns items - 1 is the launch's last: its CTA sets the counter back to zero for the
+// next launch, and no CTA counts itself out at the exit (an atomic whose answer the last CTA waited
+// for before leaving, and the next kernel waits for that exit). Larger batches count at the exit.
+__device__ __forceinline__ int64_t decode_launch_items(int batch, const DecodeItemWindow<32>& window) {
+  return batch <= 32 ? static_cast<int64_t>(window.items) : -1;
+}
+__device__ __forceinline__ void reset_after_last_claim(int claim, int64_t launch_items, int* next_unclaimed) {
+  if (launch_items > 0 && claim == launch_items - 1) atomicExch(next_unclaimed, 0);
+}
+
 // After the items: sequences without any (nothing to attend to gives zeros, a sequence longer than
-// the plan allows NaN), written after the wait (an earlier kernel may still read `out`); then the
-// last CTA to finish (every claim is made by then) leaves the header at zero for the next launch.
+// the plan allows NaN), written after the wait (an earlier kernel may still read `out`); then, with
+// `count_exit` (launch items not known: decode_launch_items), the last CTA to finish (every claim is
+// made by then) leaves the header at zero for the next launch.
 template <class T, int HEAD_DIM, int THREADS>
 __device__ __forceinline__ void finish_decode_launch(const int32_t* kv_lens, int batch, int64_t capacity,
                                                      const DecodeSplitRule& rule, int n_heads, uint16_t* out,
                                                      bool waited, int* next_unclaimed, int* ctas_done,
-                                                     KernelTrace* trace, int tid) {
+                                                     bool count_exit, KernelTrace* trace, int tid) {
   for (int seq = blockIdx.x; seq < batch; seq += gridDim.x) {
     const int kv_len = kv_lens[seq];
     if (decode_splits(kv_len, capacity, rule) > 0) continue;
@@ -174,7 +187,7 @@ __device__ __forceinline__ void finish_decode_launch(const int32_t* kv_lens, int
   }
   __syncthreads();
   if (tid == 0) trace_end(trace);
-  if (tid == 0 && atomicAdd(ctas_done, 1) == static_cast<int>(gridDim.x) - 1) {
+  if (count_exit && tid == 0 && atomicAdd(ctas_done, 1) == static_cast<int>(gridDim.x) - 1) {
     atomicExch(next_unclaimed, 0);
     atomicExch(ctas_done, 0);
   }

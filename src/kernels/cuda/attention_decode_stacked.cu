@@ -126,6 +126,7 @@ __global__ void __launch_bounds__(kTeams * DecodeConfig<HEAD_DIM, STAGES>::kThre
   const auto locate_in_window = [&](int64_t rel, int& i, int& before, int& len) { seqs.locate(rel, i, before, len); };
   DecodeItemWindow<32> window;
   window.start(batch, fill_window);
+  const int64_t launch_items = decode_launch_items(batch, window);
   DecodeItemCursor cursor;
   bool waited = false;
   int64_t next_item = 0;
@@ -383,6 +384,7 @@ __global__ void __launch_bounds__(kTeams * DecodeConfig<HEAD_DIM, STAGES>::kThre
     // The claim, and for a sequence of several splits the count of each head group's partial, which
     // every thread fenced; the CTA that counts a group's last split merges the group.
     if (tid == 0) claimed = units + static_cast<int64_t>(claim);
+    if (tid == 0) reset_after_last_claim(claim, launch_items, next_unclaimed);
     if (n_splits > 1) __threadfence();
     __syncthreads();
     next_item = claimed;
@@ -413,7 +415,7 @@ __global__ void __launch_bounds__(kTeams * DecodeConfig<HEAD_DIM, STAGES>::kThre
   }  // items
 
   finish_decode_launch<T, HEAD_DIM, kThreads>(kv_lens, batch, capacity, rule, n_heads, out, waited, next_unclaimed,
-                                              ctas_done, trace, tid);
+                                              ctas_done, launch_items < 0, trace, tid);
 }
 
 template <class F>
