@@ -9,7 +9,9 @@
 //     streaming kernel reading a 2 GB buffer on the other SMs (16-byte loads, plain or L2
 //     evict-first as the decode GEMMs' weights are);
 //   - a dependent chain of arithmetic through ~64 KB of straight-line code, first run after the L2
-//     was flushed and again right after, idle and under the stream: the cost of fetching code.
+//     was flushed and again right after, idle and under the stream: the cost of fetching code;
+//   - a cluster's hand-off through shared memory with each kind of barrier (releasing or relaxed
+//     arrive, a cluster fence, a GPU fence), with and without a global store before it.
 // Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a latency_under_stream.cu
 // Run: ./a.out   (prints one line per case: ns per dependent load or per code pass, and the
 // stream's read rate over the probe's lifetime, so that a case is known to have overlapped it)
@@ -119,6 +121,70 @@ __global__ void code_pass(uint32_t seed, const unsigned long long* started, unsi
   const uint64_t t1 = now_ns();
   if (threadIdx.x == 0) {
     out[0] = t1 - t0 + (x == 0x9e3779b9u ? 1 : 0);
+    out[1] = t0;
+    out[2] = t1;
+  }
+}
+
+// What a cluster's CTAs pay to hand each other shared memory: every iteration writes this CTA's
+// slot, meets the cluster at a barrier of the chosen kind, and reads the next rank's slot (as the
+// decode merges and the skinny GEMM's K-split epilogues do). With `store_first` each iteration also
+// stores to global memory before the barrier (an epilogue's output): a releasing arrive waits for it.
+// out: [0] ns per iteration (rank 0, thread 0), [1] start, [2] end.
+enum BarrierKind {
+  kClusterRelease = 0,  // barrier.cluster.arrive (release) + wait (acquire): cluster_barrier()
+  kClusterRelaxed,      // barrier.cluster.arrive.relaxed + wait: orders nothing
+  kFenceClusterThenRelaxed,  // fence.acq_rel.cluster, then the relaxed barrier
+  kCtaOnly,                  // __syncthreads() alone (no cluster; reads its own slot)
+  kFenceGpuThenCta,          // __threadfence() (fence.sc.gpu) then __syncthreads()
+  kBarrierKinds
+};
+__global__ void __launch_bounds__(128) barrier_cost(int kind, int iterations, bool store_first, int* scratch,
+                                                    const unsigned long long* started, unsigned long long* out) {
+  __shared__ int slot[128];
+  if (threadIdx.x == 0) wait_for_stream(started);
+  __syncthreads();
+  unsigned my_rank = 0, ranks = 1;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(my_rank));
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(ranks));
+  const unsigned peer = (my_rank + 1) % ranks;
+  uint32_t local = static_cast<uint32_t>(__cvta_generic_to_shared(&slot[threadIdx.x]));
+  uint32_t remote = local;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(peer));
+  int acc = 0;
+  const uint64_t t0 = now_ns();
+  for (int i = 0; i < iterations; ++i) {
+    slot[threadIdx.x] = i + acc;
+    if (store_first) scratch[(blockIdx.x * 128 + threadIdx.x) % 4096] = i;
+    switch (kind) {
+      case kClusterRelease:
+        asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+        break;
+      case kClusterRelaxed:
+        asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+        break;
+      case kFenceClusterThenRelaxed:
+        asm volatile("fence.acq_rel.cluster;\n\tbarrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::
+                         : "memory");
+        break;
+      case kCtaOnly: __syncthreads(); break;
+      default: __threadfence(); __syncthreads(); break;
+    }
+    int v = 0;
+    if (kind <= kFenceClusterThenRelaxed)
+      asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v) : "r"(remote) : "memory");
+    else
+      v = slot[(threadIdx.x + 1) % 128];
+    acc += v & 1;
+    // The slot is written again next iteration: every peer's read of it must be done.
+    if (kind <= kFenceClusterThenRelaxed)
+      asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+    else
+      __syncthreads();
+  }
+  const uint64_t t1 = now_ns();
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    out[0] = (t1 - t0) / iterations + (acc == -1 ? 1 : 0);
     out[1] = t0;
     out[2] = t1;
   }
@@ -261,5 +327,51 @@ int main() {
     }
   }
   std::printf("(code pass: 4096 dependent mad.lo.u32, ~64 KB of code; its time idle and warm is its arithmetic)\n");
+
+  // Barriers: one cluster of 8 CTAs (or 8 lone CTAs for the CTA-only kinds), 512 iterations, idle
+  // and with the stream on every SM but 8 (the cluster's CTAs fit beside the stream's).
+  const char* kind_names[kBarrierKinds] = {"cluster barrier, releasing arrive", "cluster barrier, relaxed arrive",
+                                           "fence.acq_rel.cluster + relaxed barrier", "__syncthreads only",
+                                           "__threadfence + __syncthreads"};
+  int* store_scratch = nullptr;
+  CHECK(cudaMalloc(&store_scratch, 4096 * sizeof(int)));
+  std::printf("\n%-62s %10s %12s %10s\n", "barrier case (ns an iteration)", "ns", "stream GB/s", "overlap");
+  st.ctas = sms - 8;
+  for (int rep = 0; rep < 3; ++rep) {
+    for (int mode = 0; mode < 2; ++mode) {
+      for (int store = 0; store < 2; ++store) {
+        for (int kind = 0; kind < kBarrierKinds; ++kind) {
+          const unsigned long long* started = mode > 0 ? st.span : nullptr;
+          if (mode > 0) start_stream(true);
+          cudaLaunchConfig_t config{};
+          config.gridDim = dim3(8);
+          config.blockDim = dim3(128);
+          config.stream = s_probe;
+          cudaLaunchAttribute attr{};
+          attr.id = cudaLaunchAttributeClusterDimension;
+          attr.val.clusterDim.x = kind <= kFenceClusterThenRelaxed ? 8 : 1;
+          attr.val.clusterDim.y = 1;
+          attr.val.clusterDim.z = 1;
+          config.attrs = &attr;
+          config.numAttrs = 1;
+          CHECK(cudaLaunchKernelEx(&config, barrier_cost, kind, 512, store == 1, store_scratch, started, out));
+          unsigned long long h[3];
+          read_out(h);
+          double gbs = 0;
+          unsigned long long t0 = 0, t1 = 0;
+          bool overlap = false;
+          if (mode > 0) {
+            stream_span(gbs, t0, t1);
+            overlap = h[1] >= t0 && h[2] <= t1;
+          }
+          char name[128];
+          std::snprintf(name, sizeof(name), "%s, %s%s", mode == 0 ? "idle" : "stream", kind_names[kind],
+                        store ? ", a global store before" : "");
+          std::printf("%-62s %10.1f %12.0f %10s\n", name, static_cast<double>(h[0]), gbs,
+                      mode == 0 ? "-" : overlap ? "yes" : "NO");
+        }
+      }
+    }
+  }
   return 0;
 }
