@@ -25,14 +25,7 @@
 #include <random>
 #include <vector>
 
-#define CHECK(x)                                                                             \
-  do {                                                                                       \
-    cudaError_t e = (x);                                                                     \
-    if (e != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
+#include "lab_check.h"
 
 __device__ __forceinline__ uint64_t now_ns() {
   uint64_t t;
@@ -278,8 +271,23 @@ int main() {
     CHECK(cudaStreamSetAttribute(s_probe, cudaStreamAttributeAccessPolicyWindow, &attr));
     if (!on) CHECK(cudaCtxResetPersistingL2Cache());
   };
+  // One row: the probe's time (out[0] / divisor), and with a stream its read rate and whether the
+  // probe ran inside it.
+  auto report = [&](const char* name, bool streamed, int divisor) {
+    unsigned long long h[3];
+    read_out(h);
+    double gbs = 0;
+    bool overlap = false;
+    if (streamed) {
+      unsigned long long t0 = 0, t1 = 0;
+      stream_span(gbs, t0, t1);
+      overlap = h[1] >= t0 && h[2] <= t1;
+    }
+    std::printf("%-62s %10.1f %12.0f %10s\n", name, static_cast<double>(h[0]) / divisor, gbs,
+                !streamed ? "-" : overlap ? "yes" : "NO");
+  };
   const int hops = 256;
-  std::printf("%-46s %10s %12s %10s\n", "case", "ns", "stream GB/s", "overlap");
+  std::printf("%-62s %10s %12s %10s\n", "case", "ns", "stream GB/s", "overlap");
   for (int rep = 0; rep < 3; ++rep) {
     // 0 idle, 1 stream plain, 2 stream evict-first, 3 stream plain with the L2 chain's lines
     // persisting (an access policy window on the probe's launches; L2 chase only), 4 stream
@@ -306,23 +314,13 @@ int main() {
         else
           code_pass<<<1, 32, 0, s_probe>>>(11, started, out);
         CHECK(cudaGetLastError());
-        unsigned long long h[3];
-        read_out(h);
-        double gbs = 0;
-        unsigned long long t0 = 0, t1 = 0;
-        bool overlap = false;
-        if (mode > 0) {
-          stream_span(gbs, t0, t1);
-          overlap = h[1] >= t0 && h[2] <= t1;
-        }
-        const double ns = kind <= 1 ? static_cast<double>(h[0]) / hops : static_cast<double>(h[0]);
         const char* kind_name = kind == 0   ? "chase, DRAM lines (ns a load)"
                                 : kind == 1 ? "chase, L2 lines (ns a load)"
                                 : kind == 2 ? "code, after an L2 flush (ns a pass)"
                                             : "code, run just before (ns a pass)";
         char name[96];
         std::snprintf(name, sizeof(name), "%s, %s", mode_name, kind_name);
-        std::printf("%-46s %10.1f %12.0f %10s\n", name, ns, gbs, mode == 0 ? "-" : overlap ? "yes" : "NO");
+        report(name, mode > 0, kind <= 1 ? hops : 1);
       }
     }
   }
@@ -355,20 +353,10 @@ int main() {
           config.attrs = &attr;
           config.numAttrs = 1;
           CHECK(cudaLaunchKernelEx(&config, barrier_cost, kind, 512, store == 1, store_scratch, started, out));
-          unsigned long long h[3];
-          read_out(h);
-          double gbs = 0;
-          unsigned long long t0 = 0, t1 = 0;
-          bool overlap = false;
-          if (mode > 0) {
-            stream_span(gbs, t0, t1);
-            overlap = h[1] >= t0 && h[2] <= t1;
-          }
           char name[128];
           std::snprintf(name, sizeof(name), "%s, %s%s", mode == 0 ? "idle" : "stream", kind_names[kind],
                         store ? ", a global store before" : "");
-          std::printf("%-62s %10.1f %12.0f %10s\n", name, static_cast<double>(h[0]), gbs,
-                      mode == 0 ? "-" : overlap ? "yes" : "NO");
+          report(name, mode > 0, 1);
         }
       }
     }

@@ -25,14 +25,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                              \
-  do {                                                                                        \
-    cudaError_t e = (x);                                                                      \
-    if (e != cudaSuccess) {                                                                   \
-      std::printf("%s failed: %s (line %d)\n", #x, cudaGetErrorString(e), __LINE__);         \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+#include "lab_check.h"
 
 constexpr int kWarps = 16;             // per CTA
 constexpr int kThreads = kWarps * 32;  // 512

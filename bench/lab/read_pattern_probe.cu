@@ -15,14 +15,7 @@
 #include <cstdio>
 #include <vector>
 
-#define CHECK(x)                                                                    \
-  do {                                                                              \
-    cudaError_t e = (x);                                                            \
-    if (e != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                 \
-    }                                                                               \
-  } while (0)
+#include "lab_check.h"
 
 // kTileGroup (plain loads only): each CTA's bytes one run, its warps side by side at each 512-byte
 // step (a tile group of the decode GEMM's register pipeline: mma_packing.h).
