@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 27 for the next session's first device call.
+# Prepared in session 27 for the next session's first device call (~7 min).
 # 1. The latency probe with its barrier cases (bench/lab/latency_under_stream.cu): what a cluster's
 #    hand-off through shared memory costs with a releasing arrive (cluster_barrier(): ptxas puts a
 #    MEMBAR.ALL.GPU before it), a relaxed one, a cluster fence, a GPU fence, with and without a
@@ -10,6 +10,11 @@
 # 2. reset-after-barrier.patch: in clusters, the CTA with the launch's last claim resets the claim
 #    counter after the merge's first cluster barrier instead of before it (the releasing arrive waited
 #    for the reset's round trip, and the whole cluster with it). Predicted 1B batch 1 +0-0.5%.
+# 3. exit-lengths-cumulative.patch (2. plus this): at the exit, a CTA numbered below the batch takes
+#    its sequence's length from the warp's window (a shuffle) instead of loading it, while one window
+#    holds the batch (the load was the last round trip before those CTAs left). The head-dim-128
+#    split kernel goes from 240/244 to 246/252 registers (no spill; still two CTAs an SM).
+#    Predicted 1B batch 1 +0-0.3%.
 # Usage (GPU machine, carry .deps .commit .gpu-models): OUT=$OUT bash bench/results/dev/ab/s28-prep/s28a.sh
 set -uo pipefail
 start=$SECONDS
@@ -18,11 +23,17 @@ D=bench/results/dev/ab/s28-prep
 nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a bench/lab/latency_under_stream.cu -o /tmp/lus &&
     /tmp/lus > $OUT/latency-under-stream-barriers.txt 2>&1
 grep -A100 "barrier case" $OUT/latency-under-stream-barriers.txt | head -40
-cuobjdump -sass -fun barrier_cost /tmp/lus 2>/dev/null | grep -E "MEMBAR|UCGABAR|FENCE|CCTL|BAR" | sort | uniq -c
+# What each barrier kind compiles to (the barrier_cost kernel's SASS).
+cuobjdump -sass /tmp/lus | awk '/Function : /{on = /barrier_cost/} on' | grep -E "MEMBAR|UCGABAR|FENCE|CCTL|BAR|ERRBAR" |
+    sed -E 's/^\s+\/\*[0-9a-f]+\*\/\s+//; s/;.*//' | tee $OUT/barrier-cost-sass.txt
 echo "probe $((SECONDS-start)) s"
 bash scripts/gpu-build.sh fuselm || exit 1
 cp build-gpu/fuselm /tmp/fuselm-base
 patch -p1 < $D/reset-after-barrier.patch > /dev/null || exit 1
+bash scripts/gpu-build.sh fuselm || exit 1
+cp build-gpu/fuselm /tmp/fuselm-after
+patch -R -p1 < $D/reset-after-barrier.patch > /dev/null || exit 1
+patch -p1 < $D/exit-lengths-cumulative.patch > /dev/null || exit 1
 bash scripts/gpu-build.sh fuselm gpu_attention_test gpu_fused_engine_test gpu_fused_decode_test || exit 1
 for t in fused_engine fused_decode; do
   echo "== $t"
@@ -34,8 +45,10 @@ timeout 150 build-gpu/tests/gpu_attention_test --gtest_filter='*Decode*:Attentio
 echo "build and tests $((SECONDS-start)) s"
 rm -f bench/results/dev/ab/*.json
 LAT="--device cuda --dtype bf16 --scenario latency --reps 2"
-timeout 150 bash scripts/gpu-ab.sh llama-3.2-1b 3 base:AB_BIN=/tmp/fuselm-base after -- $LAT 2>&1 | grep -v "^=="
-timeout 120 bash scripts/gpu-ab.sh llama-3.1-8b 2 base:AB_BIN=/tmp/fuselm-base after -- $LAT 2>&1 | grep -v "^==" | grep -v 1b-
+timeout 200 bash scripts/gpu-ab.sh llama-3.2-1b 3 base:AB_BIN=/tmp/fuselm-base after:AB_BIN=/tmp/fuselm-after lengths -- \
+    $LAT 2>&1 | grep -v "^=="
+timeout 150 bash scripts/gpu-ab.sh llama-3.1-8b 2 base:AB_BIN=/tmp/fuselm-base after:AB_BIN=/tmp/fuselm-after lengths -- \
+    $LAT 2>&1 | grep -v "^==" | grep -v 1b-
 echo "A/B $((SECONDS-start)) s"
 mkdir -p $OUT/s28a && cp bench/results/dev/ab/*.json $OUT/s28a/ 2>/dev/null
 (cd $OUT && tar czf s28a.tgz s28a && rm -rf s28a)
