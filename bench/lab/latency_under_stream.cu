@@ -128,7 +128,7 @@ enum BarrierKind {
   kClusterRelease = 0,  // barrier.cluster.arrive (release) + wait (acquire): cluster_barrier()
   kClusterRelaxed,      // barrier.cluster.arrive.relaxed + wait: orders nothing
   kFenceClusterThenRelaxed,  // fence.acq_rel.cluster, then the relaxed barrier
-  kCtaOnly,                  // __syncthreads() alone (no cluster; reads its own slot)
+  kCtaOnly,                  // __syncthreads() alone (no cluster; reads a neighbour's slot in its CTA)
   kFenceGpuThenCta,          // __threadfence() (fence.sc.gpu) then __syncthreads()
   kBarrierKinds
 };

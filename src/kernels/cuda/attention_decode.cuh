@@ -157,8 +157,9 @@ __device__ __forceinline__ void merge_split_partials(const float* lse_rows, cons
 // claim that returns items - 1 is the launch's last: its CTA sets the counter back to zero for the
 // next launch, and no CTA counts itself out at the exit (an atomic whose answer the last CTA waited
 // for before leaving, and the next kernel waits for that exit). Larger batches count at the exit.
-__device__ __forceinline__ int64_t decode_launch_items(int batch, const DecodeItemWindow<32>& window) {
-  return batch <= 32 ? static_cast<int64_t>(window.items) : -1;
+template <int kWindow>
+__device__ __forceinline__ int64_t decode_launch_items(int batch, const DecodeItemWindow<kWindow>& window) {
+  return batch <= kWindow ? static_cast<int64_t>(window.items) : -1;
 }
 __device__ __forceinline__ void reset_after_last_claim(int claim, int64_t launch_items, int* next_unclaimed) {
   if (launch_items > 0 && claim == launch_items - 1) atomicExch(next_unclaimed, 0);
