@@ -12,3 +12,14 @@ if [ ! -f /usr/include/pcre2.h ] && [ -d .deps/include ]; then
 fi
 [ -d .gpu-models ] && export FUSELM_MODELS_DIR=$PWD/.gpu-models
 export PATH=$PATH:/usr/local/cuda/bin
+# The tree arrives with this machine's copy of its file times, which can be older than objects an
+# earlier call built from a patched copy (a lab script that patches, builds and reverts): ninja
+# would keep those objects. So every source whose content differs from what the last build here
+# saw is touched (content hashes kept in build-gpu/, which stays between calls).
+mkdir -p build-gpu
+find src tests bench/lab -type f \( -name '*.cu' -o -name '*.cuh' -o -name '*.h' -o -name '*.cpp' \) -print0 |
+    sort -z | xargs -0 md5sum > /tmp/fuselm-source-md5
+if [ -f build-gpu/source-md5 ]; then
+  diff build-gpu/source-md5 /tmp/fuselm-source-md5 | awk '/^>/ {print $3}' | xargs -r touch
+fi
+cp /tmp/fuselm-source-md5 build-gpu/source-md5

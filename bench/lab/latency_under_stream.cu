@@ -11,7 +11,8 @@
 //   - a dependent chain of arithmetic through ~64 KB of straight-line code, first run after the L2
 //     was flushed and again right after, idle and under the stream: the cost of fetching code;
 //   - a cluster's hand-off through shared memory with each kind of barrier (releasing or relaxed
-//     arrive, a cluster fence, a GPU fence), with and without a global store before it.
+//     arrive, a cluster fence, a GPU fence), with and without a global store before it, and the
+//     same hand-off by st.async into the reader's shared memory, completing its mbarrier's bytes.
 // Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a latency_under_stream.cu
 // Run: ./a.out   (prints one line per case: ns per dependent load or per code pass, and the
 // stream's read rate over the probe's lifetime, so that a case is known to have overlapped it)
@@ -130,13 +131,13 @@ enum BarrierKind {
   kFenceClusterThenRelaxed,  // fence.acq_rel.cluster, then the relaxed barrier
   kCtaOnly,                  // __syncthreads() alone (no cluster; reads a neighbour's slot in its CTA)
   kFenceGpuThenCta,          // __threadfence() (fence.sc.gpu) then __syncthreads()
+  kStAsync,  // st.async into the next rank's slot, completing its mbarrier's bytes; wait on our own
   kBarrierKinds
 };
 __global__ void __launch_bounds__(128) barrier_cost(int kind, int iterations, bool store_first, int* scratch,
                                                     const unsigned long long* started, unsigned long long* out) {
   __shared__ int slot[128];
-  if (threadIdx.x == 0) wait_for_stream(started);
-  __syncthreads();
+  __shared__ uint64_t arrived;  // kStAsync: the bytes of the previous rank's slot have landed
   unsigned my_rank = 0, ranks = 1;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(my_rank));
   asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(ranks));
@@ -144,9 +145,40 @@ __global__ void __launch_bounds__(128) barrier_cost(int kind, int iterations, bo
   uint32_t local = static_cast<uint32_t>(__cvta_generic_to_shared(&slot[threadIdx.x]));
   uint32_t remote = local;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(peer));
+  const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&arrived));
+  uint32_t remote_bar = bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_bar) : "r"(bar), "r"(peer));
+  if (kind == kStAsync) {
+    if (threadIdx.x == 0)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n\tfence.mbarrier_init.release.cluster;" ::"r"(bar)
+                   : "memory");
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+  }
+  if (threadIdx.x == 0) wait_for_stream(started);
+  __syncthreads();
   int acc = 0;
   const uint64_t t0 = now_ns();
   for (int i = 0; i < iterations; ++i) {
+    if (kind == kStAsync) {
+      if (store_first) scratch[(blockIdx.x * 128 + threadIdx.x) % 4096] = i;
+      if (threadIdx.x == 0)
+        asm volatile("mbarrier.arrive.expect_tx.relaxed.cta.shared::cta.b64 _, [%0], 512;" ::"r"(bar) : "memory");
+      asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.u32 [%0], %1, [%2];" ::"r"(remote),
+                   "r"(i + acc), "r"(remote_bar)
+                   : "memory");
+      uint32_t done = 0;
+      while (!done)
+        asm volatile(
+            "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
+            "selp.u32 %0, 1, 0, p;\n\t}"
+            : "=r"(done)
+            : "r"(bar), "r"(i & 1)
+            : "memory");
+      acc += slot[threadIdx.x] & 1;
+      // Our slot is written again next iteration by the previous rank: every thread has read it.
+      asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+      continue;
+    }
     slot[threadIdx.x] = i + acc;
     if (store_first) scratch[(blockIdx.x * 128 + threadIdx.x) % 4096] = i;
     switch (kind) {
@@ -330,7 +362,7 @@ int main() {
   // and with the stream on every SM but 8 (the cluster's CTAs fit beside the stream's).
   const char* kind_names[kBarrierKinds] = {"cluster barrier, releasing arrive", "cluster barrier, relaxed arrive",
                                            "fence.acq_rel.cluster + relaxed barrier", "__syncthreads only",
-                                           "__threadfence + __syncthreads"};
+                                           "__threadfence + __syncthreads", "st.async + mbarrier, relaxed barrier"};
   int* store_scratch = nullptr;
   CHECK(cudaMalloc(&store_scratch, 4096 * sizeof(int)));
   std::printf("\n%-62s %10s %12s %10s\n", "barrier case (ns an iteration)", "ns", "stream GB/s", "overlap");
@@ -347,7 +379,7 @@ int main() {
           config.stream = s_probe;
           cudaLaunchAttribute attr{};
           attr.id = cudaLaunchAttributeClusterDimension;
-          attr.val.clusterDim.x = kind <= kFenceClusterThenRelaxed ? 8 : 1;
+          attr.val.clusterDim.x = kind <= kFenceClusterThenRelaxed || kind == kStAsync ? 8 : 1;
           attr.val.clusterDim.y = 1;
           attr.val.clusterDim.z = 1;
           config.attrs = &attr;
