@@ -12,9 +12,9 @@ if [ ! -f /usr/include/pcre2.h ] && [ -d .deps/include ]; then
 fi
 [ -d .gpu-models ] && export FUSELM_MODELS_DIR=$PWD/.gpu-models
 export PATH=$PATH:/usr/local/cuda/bin
-# The tree arrives with this machine's copy of its file times, which can be older than objects an
-# earlier call built from a patched copy (a lab script that patches, builds and reverts): ninja
-# would keep those objects. So every source whose content differs from what the last build here
+# The tree arrives with the file times of the machine it was copied from, which can be older than
+# the objects an earlier call built here from a patched copy (a lab script that patches, builds and
+# reverts): ninja would keep those objects. So every source whose content differs from what the last build here
 # saw is touched (content hashes kept in build-gpu/, which stays between calls).
 mkdir -p build-gpu
 find src tests bench/lab -type f \( -name '*.cu' -o -name '*.cuh' -o -name '*.h' -o -name '*.cpp' \) -print0 |
