@@ -343,10 +343,6 @@ void validate_plan(const Plan& plan, const std::string& where) {
         " runs in thread-block clusters (compute capability 9.0+); the plan's GPU is sm_", g.sm());
   check(plan.decode.ffn_one_launch_tokens >= 0 && plan.decode.ffn_one_launch_tokens <= kDecodeFfnOneLaunchMaxTokens,
         "decode.ffn_one_launch_tokens ", plan.decode.ffn_one_launch_tokens, " is not in 0..", kDecodeFfnOneLaunchMaxTokens);
-  check(plan.decode.attention_l2_warm_tokens >= 0 && plan.decode.attention_l2_warm_tokens <= kDecodeGemmMaxTokens,
-        "decode.attention_l2_warm_tokens ", plan.decode.attention_l2_warm_tokens, " is not in 0..", kDecodeGemmMaxTokens);
-  check(plan.decode.attention_l2_warm_kib >= 0 && plan.decode.attention_l2_warm_kib <= kDecodeL2WarmMaxKib,
-        "decode.attention_l2_warm_kib ", plan.decode.attention_l2_warm_kib, " is not in 0..", kDecodeL2WarmMaxKib);
   if (plan.decode.ffn_one_launch_tokens > 0)
     for (PlanOp op : {PlanOp::GateUp, PlanOp::Down}) {
       const std::string cls = skinny_rounding_class(plan.decode_gemm(op).variant);

@@ -180,8 +180,6 @@ inline constexpr uint64_t kCublasLtWorkspaceBytes = uint64_t{32} << 20;
 inline constexpr int kDecodeGemmMaxTokens = 16;
 // Tokens the one-launch FFN takes at most (kSkinnyFfnMaxTokens).
 inline constexpr int kDecodeFfnOneLaunchMaxTokens = 8;
-// The most a decode attention launch asks L2 for ahead of the FFN: L2's size on any GPU so far.
-inline constexpr int kDecodeL2WarmMaxKib = 128 * 1024;
 
 // ---------------------------------------------------------------------------------------------
 // The plan.
@@ -267,11 +265,6 @@ struct DecodePlan {
   // (kernels/cuda/skinny_ffn.h: the same bits as the two), at most kDecodeFfnOneLaunchMaxTokens;
   // 0 = always two launches.
   int ffn_one_launch_tokens = 0;
-  // Decode launches of up to this many tokens have decode attention ask L2 for the first
-  // `attention_l2_warm_kib` KiB of the layer's gate/up weights once its keys are in, while DRAM
-  // would idle (kernels/cuda/attention.h L2Warm: the same bits); 0 = never.
-  int attention_l2_warm_tokens = 0;
-  int attention_l2_warm_kib = 0;
   bool operator==(const DecodePlan&) const = default;
 };
 

@@ -239,9 +239,7 @@ json plan_to_json(const Plan& p) {
   j["decode"] = {{"gemm", gemm},
                  {"attention", attention_json(p.decode.attention)},
                  {"buckets", buckets},
-                 {"ffn_one_launch_tokens", p.decode.ffn_one_launch_tokens},
-                 {"attention_l2_warm_tokens", p.decode.attention_l2_warm_tokens},
-                 {"attention_l2_warm_kib", p.decode.attention_l2_warm_kib}};
+                 {"ffn_one_launch_tokens", p.decode.ffn_one_launch_tokens}};
 
   json prefill_buckets = json::array();
   for (const PrefillBucket& b : p.prefill.buckets) prefill_buckets.push_back({{"tokens", b.tokens}, {"gemm", b.gemm}});
@@ -317,11 +315,6 @@ Plan plan_from_json(const json& j, const std::string& where) {
   // Plans written before the one-launch FFN ran two launches.
   p.decode.ffn_one_launch_tokens =
       decode.contains("ffn_one_launch_tokens") ? r.int32(decode, "decode", "ffn_one_launch_tokens") : 0;
-  // Plans written before the L2 warm-up ask for none.
-  p.decode.attention_l2_warm_tokens =
-      decode.contains("attention_l2_warm_tokens") ? r.int32(decode, "decode", "attention_l2_warm_tokens") : 0;
-  p.decode.attention_l2_warm_kib =
-      decode.contains("attention_l2_warm_kib") ? r.int32(decode, "decode", "attention_l2_warm_kib") : 0;
   const json& buckets = r.array(decode, "decode", "buckets");
   for (size_t i = 0; i < buckets.size(); ++i) {
     const std::string bp = Reader::index("decode.buckets", i);

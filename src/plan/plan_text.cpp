@@ -93,9 +93,6 @@ std::string render_plan(const Plan& p) {
                 a.max_splits_per_seq, mib(a.workspace_bytes).c_str(), a.origin.source.c_str());
   if (p.decode.ffn_one_launch_tokens > 0)
     out += format("decode FFN: gate/up and down in one launch up to %d tokens\n", p.decode.ffn_one_launch_tokens);
-  if (p.decode.attention_l2_warm_tokens > 0 && p.decode.attention_l2_warm_kib > 0)
-    out += format("decode attention: asks L2 for the first %s of the gate/up weights up to %d tokens\n",
-                  mib(uint64_t{1024} * p.decode.attention_l2_warm_kib).c_str(), p.decode.attention_l2_warm_tokens);
   out += format("prefill attention: %s (%s)\n", p.prefill.attention_kernel.c_str(),
                 p.prefill.attention_origin.source.c_str());
   out += format("prefill GEMMs: workspace %s (%s)\n\n", mib(p.prefill.gemm_workspace_bytes).c_str(),

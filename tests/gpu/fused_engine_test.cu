@@ -294,30 +294,6 @@ TEST(FusedEngine, OneLaunchFfnGivesTheTwoLaunchesBits) {
   }
 }
 
-// Decode attention asking L2 for the gate/up weights (attention.h L2Warm) changes no bit: alone, and
-// beside 15 others (launches past the token bound ask for nothing).
-TEST(FusedEngine, AttentionL2WarmKeepsTheBits) {
-  FUSELM_REQUIRE_GPU();
-  const TargetCase c = target_case();
-  const EngineOptions o = options(ExecutionPath::Fused);
-  auto engine_with = [&](int tokens, int kib) {
-    Plan plan = rule_plan(c, o);
-    plan.decode.attention_l2_warm_tokens = tokens;
-    plan.decode.attention_l2_warm_kib = kib;
-    return engine_with_plan(c, o, plan);
-  };
-  // More KiB than the matrix holds: the warm-up stops at its end.
-  auto plain = engine_with(0, 0), warm = engine_with(1, 1 << 16);
-  for (int others : {0, 15}) {
-    const std::vector<float> want = run_target(*plain, c.prompt, c.feed, others, 500 + others);
-    const std::vector<float> got = run_target(*warm, c.prompt, c.feed, others, 500 + others);
-    ASSERT_EQ(got.size(), want.size());
-    EXPECT_EQ(first_bitwise_difference(want, got), want.size())
-        << "beside " << others << " others: first differing logit at decode step "
-        << first_bitwise_difference(want, got) / c.config.vocab_size;
-  }
-}
-
 // The target run alone on a fresh engine: what the repeat and restart checks below compare.
 std::vector<float> fresh_engine_run() {
   const TargetCase c = target_case();

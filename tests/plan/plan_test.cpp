@@ -585,28 +585,6 @@ TEST_F(PlanFile, OneLaunchFfnTokens) {
   expect_load_error(j, {"decode.ffn_one_launch_tokens", "decode.gemm.gate_up rounds as k2x4"});
 }
 
-// decode.attention_l2_warm_*: read back as written, 0 where an older file has none, refused out of range.
-TEST_F(PlanFile, AttentionL2Warm) {
-  const std::string path = dir_.file("plan.json");
-  json j = good_;
-  j["decode"]["attention_l2_warm_tokens"] = 1;
-  j["decode"]["attention_l2_warm_kib"] = 16384;
-  test::write_bytes(path, j.dump(2));
-  const Plan read = load_plan_file(path);
-  EXPECT_EQ(read.decode.attention_l2_warm_tokens, 1);
-  EXPECT_EQ(read.decode.attention_l2_warm_kib, 16384);
-  j["decode"].erase("attention_l2_warm_tokens");
-  j["decode"].erase("attention_l2_warm_kib");
-  test::write_bytes(path, j.dump(2));
-  EXPECT_EQ(load_plan_file(path).decode.attention_l2_warm_kib, 0);
-  j = good_;
-  j["decode"]["attention_l2_warm_tokens"] = 17;
-  expect_load_error(j, {"decode.attention_l2_warm_tokens 17 is not in 0..16"});
-  j = good_;
-  j["decode"]["attention_l2_warm_kib"] = -1;
-  expect_load_error(j, {"decode.attention_l2_warm_kib -1 is not in 0..131072"});
-}
-
 TEST_F(PlanFile, UnknownNames) {
   json j = good_;
   j["decode"]["gemm"]["qkv"]["variant"] = "rt9_w9";

@@ -27,12 +27,6 @@ __device__ __forceinline__ uint64_t l2_evict_first_policy() {
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// Asks L2 for `bytes` (a multiple of 16, from a 16-byte aligned address) without waiting for them:
-// the bulk-copy engine fetches them while the issuing thread runs on.
-__device__ __forceinline__ void prefetch_l2_bulk(const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
-}
-
 __device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)), "r"(count) : "memory");
 }

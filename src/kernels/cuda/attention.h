@@ -48,15 +48,6 @@ Status prefill_attention(const void* q, void* out, DType dtype, const AttentionS
 // results go to `workspace`, and the last CTA of each head group to finish merges them in split
 // order, so results are bitwise independent of the batch and of timing. One kernel launch.
 // kv_lens[b] == 0 gives zeros. Requires kv_lens[b] <= max_splits_per_seq * split_tokens.
-// Memory a decode attention launch asks L2 for once its CTAs' keys have landed (the split kernel's
-// sm_90 code; others ignore it): the next weights the step streams, fetched while attention leaves
-// DRAM idle. Each CTA asks for its share in 4 KB pieces; `bytes` past the last whole piece are not
-// asked for. Changes no result.
-struct L2Warm {
-  const void* data = nullptr;  // 16-byte aligned
-  uint64_t bytes = 0;          // 0 = none
-};
-
 struct DecodeAttentionPlan {
   int split_tokens = 256;       // fixed: never chosen from the batch
   int max_splits_per_seq = 0;   // ceil(max_seq_len / split_tokens)
@@ -77,7 +68,6 @@ struct DecodeAttentionPlan {
   bool pdl = false;
   // Timeline slot (kernel_trace.h); null records nothing.
   KernelTrace* trace = nullptr;
-  L2Warm l2_warm;
 };
 // Workspace bytes decode_attention needs for `max_batch` sequences under `plan`.
 size_t decode_attention_workspace_bytes(const AttentionShape& shape, const DecodeAttentionPlan& plan, int max_batch);

@@ -55,17 +55,6 @@ DecodeWorkspaceLayout decode_workspace_layout(const AttentionShape& shape, const
 
 namespace {
 
-// This CTA's share of `warm` (whole 4 KB pieces spread over the grid), asked of L2 by one warp.
-__device__ __forceinline__ void warm_l2_share(const L2Warm& warm, int lane) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr uint32_t kPiece = 4096;
-  const uint64_t pieces = warm.bytes / kPiece;
-  const uint64_t first = pieces * blockIdx.x / gridDim.x, end = pieces * (blockIdx.x + 1) / gridDim.x;
-  for (uint64_t p = first + lane; p < end; p += 32)
-    prefetch_l2_bulk(static_cast<const uint8_t*>(warm.data) + p * kPiece, kPiece);
-#endif
-}
-
 template <class T, int HEAD_DIM, int STAGES>
 __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     decode_split_kernel(const uint16_t* __restrict__ q, const uint16_t* __restrict__ k_pool,
@@ -73,8 +62,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
                         const int32_t* __restrict__ block_tables, int max_blocks_per_seq,
                         const int32_t* __restrict__ kv_lens, int batch, int n_heads, int group, int head_tiles,
                         int n_groups, DecodeSplitRule rule, float scale_log2, DecodeWorkspaceLayout ws_layout,
-                        uint8_t* __restrict__ workspace, uint16_t* __restrict__ out, KernelTrace* trace,
-                        L2Warm l2_warm) {
+                        uint8_t* __restrict__ workspace, uint16_t* __restrict__ out, KernelTrace* trace) {
   using Cfg = DecodeConfig<HEAD_DIM, STAGES>;
   constexpr int kChunks = HEAD_DIM / 8;
   constexpr int kQuads = HEAD_DIM / 4;  // float4 groups per row
@@ -262,8 +250,6 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     cp_async_wait<0>();
     __syncthreads();
     if (tid == 0) trace_mark(trace, 1);  // the key loop is done
-    // This CTA's loads are in: from here to the O projection's K loop DRAM is nearly idle.
-    if (item == unit && warp == Cfg::kWarps - 1) warm_l2_share(l2_warm, lane);
     float* merge_o = reinterpret_cast<float*>(smem + Cfg::kQTileBytes);           // [warp][row][kMergeStride]
     float* merge_stats = merge_o + Cfg::kWarps * Cfg::kRows * Cfg::kMergeStride;  // [warp][row][max, sum]
     float* rank_o = merge_stats + Cfg::kWarps * Cfg::kRows * 2;                   // [row][HEAD_DIM]
@@ -536,7 +522,7 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
             pdl, ranks, static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k),
             static_cast<const uint16_t*>(kv.v), kv.layout, kv.block_tables, kv.max_blocks_per_seq, kv_lens, batch,
             shape.n_heads, group, head_tiles, n_groups, rule, scale_log2, decode_workspace_layout(shape, plan),
-            static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out), plan.trace, plan.l2_warm));
+            static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out), plan.trace));
         return Status();
       });
     };

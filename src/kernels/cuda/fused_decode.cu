@@ -201,10 +201,6 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
       return s;
 
     attention.trace = slot(fused_decode_trace_slot(static_cast<int>(l), FusedTraceOp::Attention));
-    if (m <= v.attention_l2_warm_tokens) {
-      const uint64_t gate_up_bytes = dtype_bytes(layer.gate_up.dtype, layer.gate_up.rows * layer.gate_up.cols);
-      attention.l2_warm = L2Warm{layer.gate_up.data, std::min(v.attention_l2_warm_bytes, gate_up_bytes)};
-    }
     if (!(s = decode_attention(buf.q, buf.attn, model.dtype, shape, kv, in.kv_lens, m, attention,
                                buf.attention_workspace, stream)).ok())
       return s;

@@ -38,11 +38,6 @@ struct FusedDecodeVariants {
   // Launches of up to this many tokens run gate/up and down as one launch (skinny_ffn.h; same
   // bits); 0 = never.
   int ffn_one_launch_tokens = 0;
-  // Launches of up to this many tokens have decode attention ask L2 for the first
-  // `attention_l2_warm_bytes` of the layer's gate/up weights once its keys are in (attention.h
-  // L2Warm; same bits); 0 = never.
-  int attention_l2_warm_tokens = 0;
-  uint64_t attention_l2_warm_bytes = 0;
   static FusedDecodeVariants all(SkinnyGemmVariant v) {
     const SkinnyGemmChoice c = SkinnyGemmChoice::same(v);
     return {c, c, c, c, c};

@@ -309,8 +309,6 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
     variants.down = plan_skinny_gemm_choice(kernel_plan_, PlanOp::Down);
     variants.lm_head = plan_skinny_gemm_choice(kernel_plan_, PlanOp::LmHead);
     variants.ffn_one_launch_tokens = kernel_plan_.decode.ffn_one_launch_tokens;
-    variants.attention_l2_warm_tokens = kernel_plan_.decode.attention_l2_warm_tokens;
-    variants.attention_l2_warm_bytes = uint64_t{1024} * kernel_plan_.decode.attention_l2_warm_kib;
     // The plan's buckets up to this engine's batch limit, which closes the list.
     std::vector<int> buckets;
     for (const DecodeBucket& b : kernel_plan_.decode.buckets)
