@@ -339,6 +339,15 @@ TEST(CudaEngine, GreedySamplingOnDeviceIsTheArgmaxAndSeededSamplingRepeats) {
     ASSERT_EQ(token.size(), 1u);
     EXPECT_EQ(token[0], test::argmax(logits.data(), config.vocab_size));
     EXPECT_EQ(state.history, std::vector<int32_t>{token[0]});
+    // Decode steps (on the fused path the LM head picks greedy tokens itself): the same, step by step.
+    for (int step = 0; step < 6; ++step) {
+      const std::vector<int32_t> feed = {token[0]};
+      const std::vector<float> step_logits = forward_one(*engine, s1, feed, false);
+      SequenceChunk next{s2, feed, false};
+      engine->forward_sample(std::span<const SequenceChunk>(&next, 1), samplers, token);
+      ASSERT_EQ(token.size(), 1u);
+      EXPECT_EQ(token[0], test::argmax(step_logits.data(), config.vocab_size)) << "decode step " << step;
+    }
 
     // Seeded: the same seed gives the same stream, whether alone or next to another sequence.
     SamplingParams p;

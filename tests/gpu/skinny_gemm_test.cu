@@ -103,8 +103,12 @@ struct TestWeight {
   DeviceBuffer<uint16_t> packed;
   PackedWeight view;
   TestWeight(int64_t rows, int64_t cols, DType t, std::span<const int64_t> row_map = {})
+      : TestWeight(random_values(rows * cols, 1.0f / std::sqrt(float(cols))), rows, cols, t, row_map) {}
+  // Given values [rows][cols] (rounded to t here).
+  TestWeight(const std::vector<float>& values, int64_t rows, int64_t cols, DType t,
+             std::span<const int64_t> row_map = {})
       : packed(mma_packed_elems(row_map.empty() ? rows : row_map.size(), cols)) {
-    host = rounded(random_values(rows * cols, 1.0f / std::sqrt(float(cols))), t);
+    host = rounded(values, t);
     const int64_t packed_rows = row_map.empty() ? rows : static_cast<int64_t>(row_map.size());
     std::vector<uint16_t> buf(mma_packed_elems(packed_rows, cols));
     pack_mma_tiles(host.data(), DType::F32, rows, cols, row_map, t, buf.data());
@@ -168,6 +172,94 @@ TEST(SkinnyGemm, StoreMatchesReferenceForEveryVariantAndBatch) {
         }
       }
     }
+}
+
+// The greedy pick (SkinnyGreedyPick): for every variant and 1-4 tokens, the picked id of each greedy
+// row without penalty is the argmax of the logits the launch stored (ties to the lower row, NaN never
+// picked, -1 when every logit is NaN); other rows' tokens are left alone; the logits are the same
+// bits as without the pick; the CTA counter is left at 0 (the second run of each case needs it).
+TEST(SkinnyGemm, GreedyPickIsTheArgmaxOfTheStoredLogits) {
+  REQUIRE_GPU();
+  const DType t = DType::BF16;
+  for (Shape s : {Shape{1000, 2048}, Shape{200, 130}}) {
+    TestInput in(4, s.cols, t, s.cols + (s.cols % 4 == 0 ? 0 : 2));
+    // Token 0's logits tie at their largest between rows 300 and 700 (same weights, aligned with its
+    // activations), where the shape has them.
+    std::vector<float> values = random_values(s.rows * s.cols, 1.0f / std::sqrt(float(s.cols)));
+    if (s.rows > 700)
+      for (int64_t k = 0; k < s.cols; ++k)
+        values[300 * s.cols + k] = values[700 * s.cols + k] = in.host[k] >= 0 ? 0.25f : -0.25f;
+    TestWeight w(values, s.rows, s.cols, t);
+    // Greedy; greedy with a penalty to apply (not picked); temperature (not picked); greedy.
+    std::vector<SampleParams> params(4);
+    params[1].repetition_penalty = 1.3f;
+    params[1].history_len = 2;
+    params[2].temperature = 0.8f;
+    DeviceBuffer<SampleParams> d_params(4);
+    d_params.upload(params);
+    DeviceBuffer<uint64_t> keys(skinny_greedy_pick_key_bytes(4, s.rows) / sizeof(uint64_t));
+    DeviceBuffer<int> counter(1);
+    CUDA_OK(cudaMemset(counter.ptr, 0, sizeof(int)));
+    DeviceBuffer<int32_t> tokens(4);
+    for (const auto& v : skinny_gemm_variants()) {
+      if ((v.k_split > 1 || v.pipeline != SkinnyPipeline::kWarpSplitK) && !skinny_gemm_clusters_supported()) continue;
+      for (int m : {1, 2, 4}) {
+        const SkinnyInput x{in.view.x, in.view.stride, m};
+        DeviceBuffer<float> plain(m * s.rows), out(m * s.rows);
+        STATUS_OK(skinny_gemm_store(w.view, x, SkinnyNorm{}, plain.ptr, DType::F32, s.rows, v, nullptr));
+        for (int run = 0; run < 2; ++run) {
+          CUDA_OK(cudaMemset(tokens.ptr, 0x7f, 4 * sizeof(int32_t)));  // untouched rows read 0x7f7f7f7f
+          const SkinnyGreedyPick pick{d_params.ptr, keys.ptr, counter.ptr, tokens.ptr, nullptr};
+          STATUS_OK(skinny_gemm_store(w.view, x, SkinnyNorm{}, out.ptr, DType::F32, s.rows, v, nullptr, {}, pick));
+          const std::vector<float> logits = out.download();
+          ASSERT_TRUE(bitwise_equal(logits, plain.download())) << v.name() << " m=" << m;
+          const std::vector<int32_t> got = tokens.download();
+          for (int tok = 0; tok < m; ++tok) {
+            int32_t want = 0x7f7f7f7f;
+            if (greedy_without_penalty(params[tok])) {
+              want = -1;
+              for (int64_t r = 0; r < s.rows; ++r) {
+                const float l = logits[tok * s.rows + r];
+                if (!std::isnan(l) && (want < 0 || l > logits[tok * s.rows + want])) want = static_cast<int32_t>(r);
+              }
+            }
+            EXPECT_EQ(got[tok], want) << v.name() << " " << s.rows << "x" << s.cols << " m=" << m << " token " << tok;
+          }
+          if (s.rows > 700 && m >= 1) EXPECT_EQ(got[0], 300) << v.name() << ": the tie goes to the lower row";
+          ASSERT_EQ(counter.download()[0], 0) << v.name() << " m=" << m;
+        }
+      }
+    }
+  }
+}
+
+// Every logit NaN (a NaN activation): the pick is -1, as the sampling kernel's scan gives.
+TEST(SkinnyGemm, GreedyPickOfNaNLogitsIsMinusOne) {
+  REQUIRE_GPU();
+  const int64_t rows = 300, cols = 256;
+  TestWeight w(rows, cols, DType::BF16);
+  std::vector<float> x = rounded(random_values(cols, 1.0f), DType::BF16);
+  x[17] = NAN;
+  DeviceBuffer<uint16_t> d_x(cols);
+  d_x.upload(to_bits(x, DType::BF16));
+  DeviceBuffer<SampleParams> params(1);
+  params.upload({SampleParams{}});
+  DeviceBuffer<uint64_t> keys(skinny_greedy_pick_key_bytes(1, rows) / sizeof(uint64_t));
+  DeviceBuffer<int> counter(1);
+  CUDA_OK(cudaMemset(counter.ptr, 0, sizeof(int)));
+  DeviceBuffer<int32_t> token(1);
+  DeviceBuffer<float> out(rows);
+  const SkinnyGreedyPick pick{params.ptr, keys.ptr, counter.ptr, token.ptr, nullptr};
+  const SkinnyGemmVariant v = default_skinny_variant(rows, cols, 132, skinny_gemm_clusters_supported());
+  STATUS_OK(skinny_gemm_store(w.view, SkinnyInput{d_x.ptr, cols, 1}, SkinnyNorm{}, out.ptr, DType::F32, rows, v,
+                              nullptr, {}, pick));
+  EXPECT_EQ(token.download()[0], -1);
+  // Bad requests: more tokens than the pick takes, or output not in f32.
+  DeviceBuffer<uint16_t> x5(5 * cols), out16(5 * rows);
+  EXPECT_FALSE(skinny_gemm_store(w.view, SkinnyInput{x5.ptr, cols, 5}, SkinnyNorm{}, out.ptr, DType::F32, rows, v,
+                                 nullptr, {}, pick).ok());
+  EXPECT_FALSE(skinny_gemm_store(w.view, SkinnyInput{d_x.ptr, cols, 1}, SkinnyNorm{}, out16.ptr, DType::BF16, rows, v,
+                                 nullptr, {}, pick).ok());
 }
 
 // Token i of a batch of 16 gives the same bits as token i alone or in a batch of 3, 8 or 9.

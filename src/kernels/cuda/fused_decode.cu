@@ -226,7 +226,8 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
       return s;
   }
   return skinny_gemm_store(model.lm_head, xg_in, norm, buf.logits, DType::F32, model.vocab, v.lm_head.for_tokens(m),
-                           stream, launch(fused_decode_trace_head_slot(static_cast<int>(model.layers.size())), v.lm_head));
+                           stream, launch(fused_decode_trace_head_slot(static_cast<int>(model.layers.size())), v.lm_head),
+                           buf.greedy_pick);
 }
 
 }  // namespace fuselm

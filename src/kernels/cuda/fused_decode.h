@@ -73,6 +73,8 @@ struct FusedDecodeBuffers {
   float* logits = nullptr;    // [16][vocab]
   void* attention_workspace = nullptr;
   KernelTrace* trace = nullptr;  // [fused_decode_trace_slots(layers)] timeline slots, or null
+  // The LM head's greedy pick for the step's rows (skinny_gemm.h), or none (tile_keys null).
+  SkinnyGreedyPick greedy_pick;
 };
 
 // Timeline slots of one fused step (kernel_trace.h): the embedding, then per layer qkv, attention,
@@ -100,7 +102,8 @@ struct FusedDecodeInputs {
   const int32_t* sampled = nullptr;
 };
 
-// Runs the whole step; logits[m][vocab] (fp32) hold the result. Launch-only: no host sync.
+// Runs the whole step; logits[m][vocab] (fp32) hold the result, and with buffers.greedy_pick the
+// greedy rows' tokens (m <= kSkinnyGreedyPickMaxTokens). Launch-only: no host sync.
 Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers& buffers,
                          const FusedDecodeInputs& inputs, const DecodeAttentionPlan& attention_plan,
                          cudaStream_t stream);

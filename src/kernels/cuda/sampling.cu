@@ -65,11 +65,14 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(float* __restrict__ lo
                                                           const SampleParams* __restrict__ all_params,
                                                           const int32_t* __restrict__ history, int history_stride,
                                                           int32_t* __restrict__ tokens,
-                                                          int32_t* __restrict__ host_tokens) {
+                                                          int32_t* __restrict__ host_tokens,
+                                                          bool greedy_picked) {
   __shared__ float f_scratch[32];
   __shared__ int i_scratch[32];
-  wait_for_previous_grid();  // the logits (a no-op unless launched early)
   const int row = blockIdx.x;
+  // A row the logits' kernel picked is done: leave without waiting for that kernel.
+  if (greedy_picked && greedy_without_penalty(all_params[row])) return;
+  wait_for_previous_grid();  // the logits (a no-op unless launched early)
   const SampleParams p = all_params[row];
   float* l = logits + static_cast<int64_t>(row) * vocab;
 
@@ -219,7 +222,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(float* __restrict__ lo
 }  // namespace
 
 Status sample_tokens(float* logits, int rows, int vocab, const SampleParams* params, const int32_t* history,
-                     int history_stride, int32_t* tokens, cudaStream_t stream, int32_t* host_tokens, bool pdl) {
+                     int history_stride, int32_t* tokens, cudaStream_t stream, int32_t* host_tokens, bool pdl,
+                     bool greedy_picked) {
   if (rows == 0) return Status();
   if (rows < 0 || vocab <= 0)
     return Status::error(str_cat("sample_tokens: bad shape rows=", rows, " vocab=", vocab));
@@ -227,7 +231,8 @@ Status sample_tokens(float* logits, int rows, int vocab, const SampleParams* par
   if (history_stride < 0 || (history_stride > 0 && !history))
     return Status::error("sample_tokens: history must be set when history_stride > 0");
   FUSELM_CUDA_RETURN(launch_kernel(sample_kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, stream, pdl,
-                                   logits, vocab, params, history, history_stride, tokens, host_tokens));
+                                   logits, vocab, params, history, history_stride, tokens, host_tokens,
+                                   greedy_picked));
   return Status();
 }
 

@@ -85,12 +85,20 @@ SkinnyGemmVariant default_skinny_variant(int64_t rows, int64_t cols, int sm_coun
 
 Status skinny_gemm_store(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm, void* out,
                          DType out_dtype, int64_t out_stride, SkinnyGemmVariant variant, cudaStream_t stream,
-                         SkinnyGemmLaunch launch_options) {
+                         SkinnyGemmLaunch launch_options, const SkinnyGreedyPick& pick) {
   if (out_dtype != DType::F32 && out_dtype != w.dtype)
     return Status::error(str_cat("skinny GEMM: output dtype ", dtype_name(out_dtype), " must be f32 or the weights' ",
                                  dtype_name(w.dtype)));
   if (out == nullptr || out_stride < w.rows) return Status::error("skinny GEMM: bad output buffer or stride");
-  return launch(w, in, norm, StoreEpilogue{{}, out, out_dtype, out_stride, w.rows}, variant, launch_options, stream);
+  if (pick.tile_keys != nullptr) {
+    if (out_dtype != DType::F32 || in.m > kSkinnyGreedyPickMaxTokens)
+      return Status::error(str_cat("skinny GEMM: the greedy pick needs f32 output and at most ",
+                                   kSkinnyGreedyPickMaxTokens, " tokens (", dtype_name(out_dtype), ", ", in.m, ")"));
+    if (pick.params == nullptr || pick.ctas_done == nullptr || pick.tokens == nullptr)
+      return Status::error("skinny GEMM: the greedy pick needs params, a CTA counter and tokens");
+  }
+  return launch(w, in, norm, StoreEpilogue{{}, out, out_dtype, out_stride, w.rows, pick}, variant, launch_options,
+                stream);
 }
 
 }  // namespace fuselm

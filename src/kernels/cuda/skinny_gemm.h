@@ -7,8 +7,9 @@
 //
 // Determinism: K is cut at boundaries that depend only on K and the variant (first across the CTAs
 // of a cluster, then across the warps of a CTA); partial sums are added in warp order, then in
-// cluster-rank order. No atomics, no global workspace. A token's result does not depend on how many
-// other tokens are in the batch (each token is its own mma column).
+// cluster-rank order. No atomics in any sum, no global workspace (but the greedy pick's keys and CTA
+// count, below). A token's result does not depend on how many other tokens are in the batch (each
+// token is its own mma column).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include "core/status.h"
 #include "kernels/cuda/kernel_trace.h"
 #include "kernels/cuda/paged_kv.h"
+#include "kernels/cuda/sampling.h"
 
 namespace fuselm {
 
@@ -134,10 +136,31 @@ struct SkinnyGemmLaunch {
   KernelTrace* trace = nullptr;
 };
 
-// out[m][n] (+)= result, written as `out_dtype` (F32, BF16 or F16) with row stride out_stride.
+// Greedy tokens picked by the GEMM that computes the logits (the LM head), so that no sampling
+// kernel stands between the step and the next: every row tile's finishing warp writes, per token,
+// the largest logit of its 16 rows and the lowest row holding it as one 64-bit key; the CTA that
+// counts itself in last reduces the keys of each token whose parameters are greedy without penalty
+// (sampling.h greedy_without_penalty) and writes its id: the same id as the sampling kernel's greedy
+// scan of the stored logits (ties to the lower id; NaN never picked; -1 when every logit is NaN).
+// Output F32 only, for up to kSkinnyGreedyPickMaxTokens tokens.
+inline constexpr int kSkinnyGreedyPickMaxTokens = 4;
+struct SkinnyGreedyPick {
+  const SampleParams* params = nullptr;  // [m], device: which rows are picked
+  uint64_t* tile_keys = nullptr;         // [m][row tiles], device scratch; null = no pick
+  int* ctas_done = nullptr;              // device counter, 0 before the first launch; left at 0
+  int32_t* tokens = nullptr;             // [m], device
+  int32_t* host_tokens = nullptr;        // [m], pinned host memory, or null
+};
+// Bytes of tile keys for m tokens of `rows` logits.
+inline size_t skinny_greedy_pick_key_bytes(int m, int64_t rows) {
+  return static_cast<size_t>(m) * static_cast<size_t>((rows + 15) / 16) * sizeof(uint64_t);
+}
+
+// out[m][n] (+)= result, written as `out_dtype` (F32, BF16 or F16) with row stride out_stride;
+// with `pick`, also the greedy rows' tokens (SkinnyGreedyPick).
 Status skinny_gemm_store(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm, void* out,
                          DType out_dtype, int64_t out_stride, SkinnyGemmVariant variant, cudaStream_t stream,
-                         SkinnyGemmLaunch launch = {});
+                         SkinnyGemmLaunch launch = {}, const SkinnyGreedyPick& pick = {});
 
 // residual[m][n] += result (fp32). When next_norm_weight is set, also writes
 // xg[m][n] = residual * next_norm_weight[n] (rounded to the weights dtype) and, per 16-row tile,

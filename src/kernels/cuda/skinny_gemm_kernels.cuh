@@ -139,11 +139,21 @@ struct NoEpilogueReads {
   __device__ void load(Operands<MT>&, int64_t, int, int, int) const {}
 };
 
+// A logit's rank for the greedy pick: larger first, then the lower row; NaN ranks below everything
+// (0), and -0 as +0 (they compare equal). The sampling kernel's greedy scan picks the same id.
+__device__ __forceinline__ uint64_t greedy_key(float v, int64_t row) {
+  if (isnan(v)) return 0;
+  const uint32_t bits = v == 0.0f ? 0u : __float_as_uint(v);
+  const uint32_t ordered = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  return (static_cast<uint64_t>(ordered) << 32) | static_cast<uint32_t>(~static_cast<uint32_t>(row));
+}
+
 struct StoreEpilogue : NoEpilogueReads {
   void* out;
   DType out_dtype;
   int64_t stride;
   int64_t rows;
+  SkinnyGreedyPick pick;  // tile_keys null: none
 
   template <typename T, int MT>
   __device__ void apply(int64_t nt, int g, int t, const float (&c)[MT][4], int m, const Operands<MT>&) const {
@@ -162,8 +172,84 @@ struct StoreEpilogue : NoEpilogueReads {
         }
       }
     }
+    if (pick.tile_keys == nullptr) return;
+    // The tile's best key per token: a lane holds rows g and g + 8 of tokens 2t and 2t + 1; the
+    // lanes of one t (lane % 4) hold the tile's 16 rows. The whole warp runs every epilogue call.
+    const int64_t row_tiles = (rows + 15) / 16;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int64_t row0 = nt * 16 + g, row1 = row0 + 8;
+        uint64_t key = row0 < rows ? greedy_key(c[mt][j], row0) : 0;
+        const uint64_t key1 = row1 < rows ? greedy_key(c[mt][j + 2], row1) : 0;
+        key = key1 > key ? key1 : key;
+#pragma unroll
+        for (int offset = 4; offset < 32; offset *= 2) {
+          const uint64_t other = __shfl_xor_sync(0xffffffffu, key, offset);
+          key = other > key ? other : key;
+        }
+        const int tok = frag_token(mt, t, j);
+        if (g == 0 && tok < m) pick.tile_keys[tok * row_tiles + nt] = key;
+      }
+    }
+  }
+
+  // Every thread of every CTA, after its tiles' epilogues: the last CTA to count itself in picks the
+  // greedy rows' tokens from all the tiles' keys.
+  __device__ void finish_cta(int m) const {
+    if (pick.tile_keys == nullptr) return;
+    __shared__ int last;
+    __shared__ uint64_t scratch[32];
+    __syncthreads();  // this CTA's keys are written
+    if (threadIdx.x == 0) {
+      __threadfence();  // ... and visible before the count
+      last = atomicAdd(pick.ctas_done, 1) == static_cast<int>(gridDim.x * gridDim.y * gridDim.z) - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();  // every other CTA's keys, counted in before this one, are visible
+    const int64_t row_tiles = (rows + 15) / 16;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    for (int tok = 0; tok < m; ++tok) {
+      if (!greedy_without_penalty(pick.params[tok])) continue;
+      const uint64_t* keys = pick.tile_keys + tok * row_tiles;
+      // Eight loads a thread in flight before the first use.
+      uint64_t best = 0;
+      for (int64_t base = threadIdx.x; base < row_tiles; base += 8 * static_cast<int64_t>(blockDim.x)) {
+        uint64_t k[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const int64_t i = base + j * static_cast<int64_t>(blockDim.x);
+          k[j] = i < row_tiles ? __ldcg(reinterpret_cast<const unsigned long long*>(keys + i)) : 0;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) best = k[j] > best ? k[j] : best;
+      }
+#pragma unroll
+      for (int offset = 16; offset > 0; offset >>= 1) {
+        const uint64_t other = __shfl_xor_sync(0xffffffffu, best, offset);
+        best = other > best ? other : best;
+      }
+      __syncthreads();  // the previous token's reads of scratch are done
+      if (lane == 0) scratch[warp] = best;
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        for (int w = 1; w < warps; ++w) best = scratch[w] > best ? scratch[w] : best;
+        const int32_t id = best == 0 ? -1 : static_cast<int32_t>(~static_cast<uint32_t>(best));
+        pick.tokens[tok] = id;
+        if (pick.host_tokens != nullptr) pick.host_tokens[tok] = id;
+      }
+    }
+    if (threadIdx.x == 0) *pick.ctas_done = 0;  // for the next launch, which starts after this grid ends
   }
 };
+
+// An epilogue's per-CTA finish, where it has one.
+template <class Epilogue>
+__device__ __forceinline__ void finish_epilogue_cta(const Epilogue& epilogue, int m) {
+  if constexpr (requires { epilogue.finish_cta(m); }) epilogue.finish_cta(m);
+}
 
 struct ResidualEpilogue {
   SkinnyResidualOut out;
@@ -724,6 +810,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
   // A CTA's shared memory must outlive its peers' reads of it (nothing else to order: relaxed).
   if (k_split > 1) cluster_barrier_relaxed();
+  finish_epilogue_cta(epilogue, m);
   if (trace != nullptr) {
     __syncthreads();  // every warp's epilogue is done
     if (threadIdx.x == 0) trace_end(trace);
@@ -778,6 +865,7 @@ __device__ __forceinline__ void finish_split_rows(const float (&acc)[RT][MT][4],
   }
   // A CTA's shared memory must outlive its peers' reads of it (nothing else to order: relaxed).
   if (k_split > 1) cluster_barrier_relaxed();
+  finish_epilogue_cta(epilogue, m);
   if (trace != nullptr) {
     __syncthreads();  // every warp's epilogue is done
     if (threadIdx.x == 0) trace_end(trace);

@@ -153,6 +153,8 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
   const size_t q = carve.take(sizes.q), attn = carve.take(sizes.attn), act = carve.take(sizes.act);
   const size_t workspace = carve.take(sizes.attention_workspace);
   const size_t logits = carve.take(static_cast<size_t>(buckets_.back()) * vocab * sizeof(float));
+  const size_t pick_keys = carve.take(skinny_greedy_pick_key_bytes(kSkinnyGreedyPickMaxTokens, vocab));
+  const size_t pick_count = carve.take(sizeof(int));
   // The one-launch FFN's schedule (the same for every layer) and its counters.
   FfnSchedule ffn_schedule;
   FfnScheduleShape ffn_shape;
@@ -184,6 +186,9 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
                                                          AttentionShape{m.n_heads, m.n_kv_heads, m.head_dim, 0.0f}, attention_plan_,
                                                          kSkinnyGemmMaxTokens, stream));
   logits_ = buffers_.at<float>(logits);
+  step_buffers_.greedy_pick.tile_keys = buffers_.at<uint64_t>(pick_keys);
+  step_buffers_.greedy_pick.ctas_done = buffers_.at<int>(pick_count);
+  FUSELM_CUDA_THROW(cudaMemsetAsync(step_buffers_.greedy_pick.ctas_done, 0, sizeof(int), stream));
   if (variants.ffn_one_launch_tokens > 0) {
     SkinnyFfnPlan& p = m.ffn_plan;
     p = SkinnyFfnPlan{ffn_shape.gate_up_pieces, ffn_shape.down_pieces, ffn_shape.ctas, buffers_.at<int32_t>(ffn_offsets),
@@ -249,6 +254,9 @@ Status FusedDecoder::record_step(int bucket, int slot, cudaStream_t stream) cons
   // Every timeline slot unset (all bytes 0xFF, kernel_trace.h) before the step's kernels stamp theirs.
   if (step_buffers_.trace != nullptr)
     FUSELM_CUDA_RETURN(cudaMemsetAsync(step_buffers_.trace, 0xFF, trace_.size(), stream));
+  // Small buckets take their greedy rows' tokens from the LM head (skinny_gemm.h SkinnyGreedyPick): the
+  // sampling kernel then leaves those rows without waiting, so it stands between no two steps.
+  const bool pick = bucket <= kSkinnyGreedyPickMaxTokens;
   for (int first = 0; first < bucket; first += kSkinnyGemmMaxTokens) {
     FusedDecodeInputs in;
     in.tokens = inputs_.tokens + first;
@@ -260,13 +268,20 @@ Status FusedDecoder::record_step(int bucket, int slot, cudaStream_t stream) cons
     in.m = std::min(kSkinnyGemmMaxTokens, bucket - first);
     FusedDecodeBuffers buf = step_buffers_;
     buf.logits = logits_ + static_cast<size_t>(first) * model_.vocab;
+    if (pick) {
+      buf.greedy_pick.params = inputs_.params + first;
+      buf.greedy_pick.tokens = inputs_.sampled + first;
+      buf.greedy_pick.host_tokens = inputs_.sampled_host[slot] + first;
+    } else {
+      buf.greedy_pick = SkinnyGreedyPick{};
+    }
     const Status s = fused_decode_step(model_, buf, in, attention_plan_, stream);
     if (!s.ok()) return s;
   }
   // Sampling inside the graph, writing the ids to the host itself: the host launches one replay,
   // not a replay, a sampling kernel and a copy.
   return sample_tokens(logits_, bucket, model_.vocab, inputs_.params, inputs_.history, inputs_.history_stride,
-                       inputs_.sampled, stream, inputs_.sampled_host[slot], model_.pdl);
+                       inputs_.sampled, stream, inputs_.sampled_host[slot], model_.pdl, pick);
 }
 
 std::vector<KernelTrace> FusedDecoder::trace(cudaStream_t stream) const {
