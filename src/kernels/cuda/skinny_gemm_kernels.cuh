@@ -195,13 +195,16 @@ struct StoreEpilogue : NoEpilogueReads {
     }
   }
 
-  // Every thread of every CTA, after its tiles' epilogues: the last CTA to count itself in picks the
-  // greedy rows' tokens from all the tiles' keys.
+  // Every thread of every CTA, after its tiles' epilogues and the cluster's last barrier: the last CTA
+  // to count itself in picks the greedy rows' tokens from all the tiles' keys.
   __device__ void finish_cta(int m) const {
     if (pick.tile_keys == nullptr) return;
-    __shared__ int last;
-    __shared__ uint64_t scratch[32];
-    __syncthreads();  // this CTA's keys are written
+    // The kernel's dynamic shared memory, which nothing reads any more: static __shared__ variables
+    // here would grow every store instance's footprint, and with it change how many fit on an SM.
+    extern __shared__ __align__(128) unsigned char smem[];
+    int& last = *reinterpret_cast<int*>(smem);
+    uint64_t* scratch = reinterpret_cast<uint64_t*>(smem + 128);  // [32]
+    __syncthreads();  // this CTA's keys are written, and its epilogues' reads of `smem` done
     if (threadIdx.x == 0) {
       __threadfence();  // ... and visible before the count
       last = atomicAdd(pick.ctas_done, 1) == static_cast<int>(gridDim.x * gridDim.y * gridDim.z) - 1;
