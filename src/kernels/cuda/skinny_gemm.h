@@ -21,6 +21,7 @@
 #include "kernels/cuda/kernel_trace.h"
 #include "kernels/cuda/paged_kv.h"
 #include "kernels/cuda/sampling.h"
+#include "kernels/mma_packing.h"
 
 namespace fuselm {
 
@@ -153,7 +154,7 @@ struct SkinnyGreedyPick {
 };
 // Bytes of tile keys for m tokens of `rows` logits.
 inline size_t skinny_greedy_pick_key_bytes(int m, int64_t rows) {
-  return static_cast<size_t>(m) * static_cast<size_t>((rows + 15) / 16) * sizeof(uint64_t);
+  return static_cast<size_t>(m) * static_cast<size_t>(mma_tiles(rows)) * sizeof(uint64_t);
 }
 
 // out[m][n] (+)= result, written as `out_dtype` (F32, BF16 or F16) with row stride out_stride;

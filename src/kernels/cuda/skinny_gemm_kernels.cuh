@@ -16,6 +16,7 @@
 #include "kernels/cuda/cluster.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_limits.h"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/skinny_gemm.h"
@@ -175,7 +176,7 @@ struct StoreEpilogue : NoEpilogueReads {
     if (pick.tile_keys == nullptr) return;
     // The tile's best key per token: a lane holds rows g and g + 8 of tokens 2t and 2t + 1; the
     // lanes of one t (lane % 4) hold the tile's 16 rows. The whole warp runs every epilogue call.
-    const int64_t row_tiles = (rows + 15) / 16;
+    const int64_t row_tiles = mma_tiles(rows);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -212,8 +213,7 @@ struct StoreEpilogue : NoEpilogueReads {
     __syncthreads();
     if (!last) return;
     __threadfence();  // every other CTA's keys, counted in before this one, are visible
-    const int64_t row_tiles = (rows + 15) / 16;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    const int64_t row_tiles = mma_tiles(rows);
     for (int tok = 0; tok < m; ++tok) {
       if (!greedy_without_penalty(pick.params[tok])) continue;
       const uint64_t* keys = pick.tile_keys + tok * row_tiles;
@@ -229,16 +229,8 @@ struct StoreEpilogue : NoEpilogueReads {
 #pragma unroll
         for (int j = 0; j < 8; ++j) best = k[j] > best ? k[j] : best;
       }
-#pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1) {
-        const uint64_t other = __shfl_xor_sync(0xffffffffu, best, offset);
-        best = other > best ? other : best;
-      }
-      __syncthreads();  // the previous token's reads of scratch are done
-      if (lane == 0) scratch[warp] = best;
-      __syncthreads();
+      best = device::block_reduce(best, device::MaxOp{}, uint64_t{0}, scratch);
       if (threadIdx.x == 0) {
-        for (int w = 1; w < warps; ++w) best = scratch[w] > best ? scratch[w] : best;
         const int32_t id = best == 0 ? -1 : static_cast<int32_t>(~static_cast<uint32_t>(best));
         pick.tokens[tok] = id;
         if (pick.host_tokens != nullptr) pick.host_tokens[tok] = id;
