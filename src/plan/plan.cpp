@@ -350,6 +350,13 @@ void validate_plan(const Plan& plan, const std::string& where) {
             "FFN cuts K into 1, 2, 4 or 8 pieces without a warp split in a cluster; decode.gemm.", plan_op_name(op),
             " rounds as ", cls);
     }
+  if (plan.decode.o_in_attention) {
+    const std::string cls = skinny_rounding_class(plan.decode_gemm(PlanOp::O).variant);
+    check(cls == "k8", "decode.o_in_attention: attention's launch cuts the O projection's K into 8 pieces, one per "
+          "head group; decode.gemm.o rounds as ", cls);
+    check(decode_attention_cluster_ranks(a.kernel) == 8, "decode.o_in_attention needs decode attention in clusters "
+          "of 8 (mma_c8...); decode.attention.kernel is ", a.kernel);
+  }
   check(a.split_tokens > 0 && a.split_tokens % plan.kv_block_size == 0, "decode.attention.split_tokens ",
         a.split_tokens, " is not a positive multiple of the KV block size ", plan.kv_block_size);
   check(a.split_tokens / plan.kv_block_size + 1 <= kDecodeMaxSplitBlocks, "decode.attention.split_tokens ",

@@ -265,6 +265,10 @@ struct DecodePlan {
   // (kernels/cuda/skinny_ffn.h: the same bits as the two), at most kDecodeFfnOneLaunchMaxTokens;
   // 0 = always two launches.
   int ffn_one_launch_tokens = 0;
+  // One-sequence decode steps run the O projection inside decode attention's launch (kernels/cuda/
+  // attention.h, DecodeOFold: the same bits as its launch), where the shapes allow; the O
+  // projection must round as k8 and the attention kernel run in clusters of 8.
+  bool o_in_attention = false;
   bool operator==(const DecodePlan&) const = default;
 };
 

@@ -239,7 +239,8 @@ json plan_to_json(const Plan& p) {
   j["decode"] = {{"gemm", gemm},
                  {"attention", attention_json(p.decode.attention)},
                  {"buckets", buckets},
-                 {"ffn_one_launch_tokens", p.decode.ffn_one_launch_tokens}};
+                 {"ffn_one_launch_tokens", p.decode.ffn_one_launch_tokens},
+                 {"o_in_attention", p.decode.o_in_attention}};
 
   json prefill_buckets = json::array();
   for (const PrefillBucket& b : p.prefill.buckets) prefill_buckets.push_back({{"tokens", b.tokens}, {"gemm", b.gemm}});
@@ -315,6 +316,8 @@ Plan plan_from_json(const json& j, const std::string& where) {
   // Plans written before the one-launch FFN ran two launches.
   p.decode.ffn_one_launch_tokens =
       decode.contains("ffn_one_launch_tokens") ? r.int32(decode, "decode", "ffn_one_launch_tokens") : 0;
+  // And before the O projection in attention's launch, a launch of its own.
+  p.decode.o_in_attention = decode.contains("o_in_attention") && r.boolean(decode, "decode", "o_in_attention");
   const json& buckets = r.array(decode, "decode", "buckets");
   for (size_t i = 0; i < buckets.size(); ++i) {
     const std::string bp = Reader::index("decode.buckets", i);

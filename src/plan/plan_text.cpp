@@ -93,6 +93,7 @@ std::string render_plan(const Plan& p) {
                 a.max_splits_per_seq, mib(a.workspace_bytes).c_str(), a.origin.source.c_str());
   if (p.decode.ffn_one_launch_tokens > 0)
     out += format("decode FFN: gate/up and down in one launch up to %d tokens\n", p.decode.ffn_one_launch_tokens);
+  if (p.decode.o_in_attention) out += "decode O projection: in decode attention's launch for one sequence\n";
   out += format("prefill attention: %s (%s)\n", p.prefill.attention_kernel.c_str(),
                 p.prefill.attention_origin.source.c_str());
   out += format("prefill GEMMs: workspace %s (%s)\n\n", mib(p.prefill.gemm_workspace_bytes).c_str(),

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "gpu_test_util.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/skinny_gemm.h"
 #include "plan/plan.h"
 #include "reference_model.h"
@@ -291,6 +292,51 @@ TEST(FusedEngine, OneLaunchFfnGivesTheTwoLaunchesBits) {
     EXPECT_EQ(first_bitwise_difference(want, got), want.size())
         << "beside " << others << " others: first differing logit at decode step "
         << first_bitwise_difference(want, got) / c.config.vocab_size;
+  }
+}
+
+// The O projection inside decode attention's launch (plan decode.o_in_attention, one-sequence steps)
+// gives its own launch's bits, on a model with 8 KV heads (the O projection's 8 K pieces are the head
+// groups) and head_dim 64, as the 1B shape: after a short prompt (one or two ranks a head group, a
+// cluster taking several groups), a prompt whose groups take all 8 ranks, and one past a cluster's
+// split (the groups' outputs merged from partials). Alone the target's steps run the fold; beside
+// 15 others (16-token launches) they run the O projection's own launch.
+TEST(FusedEngine, OProjectionInAttentionGivesItsOwnLaunchBits) {
+  FUSELM_REQUIRE_GPU();
+  if (!skinny_gemm_clusters_supported()) GTEST_SKIP() << "the fold runs in thread-block clusters";
+  TargetCase c;
+  c.config.num_heads = 16;
+  c.config.num_kv_heads = 8;
+  c.model = make_synthetic_model(c.config, false);
+  EngineOptions o = options(ExecutionPath::Fused, 16);
+  o.max_seq_len = 4096;
+  const Plan rules = rule_plan(c, o);
+  const DecodeAttentionChoice& a = rules.decode.attention;
+  DecodeAttentionPlan attention;
+  attention.cluster_ranks = decode_attention_cluster_ranks(a.kernel);
+  attention.split_tokens = a.split_tokens;
+  const PackedWeight o_weights{nullptr, DType::BF16, c.config.hidden_size,
+                               static_cast<int64_t>(c.config.num_heads) * c.config.head_dim, 1};
+  const AttentionShape shape{c.config.num_heads, c.config.num_kv_heads, c.config.head_dim, 0.125f};
+  if (skinny_rounding_class(rules.decode_gemm(PlanOp::O).variant) != "k8" || !decode_o_fold_fits(shape, attention, o_weights))
+    GTEST_SKIP() << "the rules' O projection (" << rules.decode_gemm(PlanOp::O).variant << ") or attention ("
+                 << a.kernel << ") cannot take the fold here";
+  Plan folded_plan = rules;
+  folded_plan.decode.o_in_attention = true;
+  auto own = engine_with_plan(c, o, rules), folded = engine_with_plan(c, o, folded_plan);
+  std::mt19937 gen(808);
+  const std::vector<int32_t> feed = random_tokens(gen, 24, c.config.vocab_size);
+  for (int prompt_len : {70, 1000, 8 * a.split_tokens + 100}) {
+    ASSERT_LE(prompt_len + static_cast<int>(feed.size()), o.max_seq_len);
+    const std::vector<int32_t> prompt = random_tokens(gen, prompt_len, c.config.vocab_size);
+    const std::vector<float> want = run_target(*own, prompt, feed, 0, 1);
+    for (int others : {0, 15}) {
+      const std::vector<float> got = run_target(*folded, prompt, feed, others, 500 + others);
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_EQ(first_bitwise_difference(want, got), want.size())
+          << "prompt " << prompt_len << ", beside " << others << " others: first differing logit at decode step "
+          << first_bitwise_difference(want, got) / c.config.vocab_size;
+    }
   }
 }
 

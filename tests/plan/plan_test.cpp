@@ -585,6 +585,31 @@ TEST_F(PlanFile, OneLaunchFfnTokens) {
   expect_load_error(j, {"decode.ffn_one_launch_tokens", "decode.gemm.gate_up rounds as k2x4"});
 }
 
+// decode.o_in_attention: read back, false where an older file has none, refused where the O
+// projection does not round as k8 or decode attention does not run in clusters of 8.
+TEST_F(PlanFile, OProjectionInAttention) {
+  const std::string path = dir_.file("plan.json");
+  json j = good_;
+  ASSERT_EQ(j["decode"]["o_in_attention"], false);  // the rules leave it off
+  j["decode"]["o_in_attention"] = true;
+  test::write_bytes(path, j.dump(2));
+  EXPECT_TRUE(load_plan_file(path).decode.o_in_attention);
+  j["decode"].erase("o_in_attention");
+  test::write_bytes(path, j.dump(2));
+  EXPECT_FALSE(load_plan_file(path).decode.o_in_attention);
+  j = good_;
+  j["decode"]["o_in_attention"] = 1;
+  expect_load_error(j, {"decode.o_in_attention: expected true or false"});
+  j["decode"]["o_in_attention"] = true;
+  j["decode"]["gemm"]["o"]["variant"] = "rt1_w4_k4_cta";
+  j["decode"]["gemm"]["o"]["single_token_variant"] = "rt1_w4";
+  expect_load_error(j, {"decode.o_in_attention", "decode.gemm.o rounds as k4"});
+  j = good_;
+  j["decode"]["o_in_attention"] = true;
+  j["decode"]["attention"]["kernel"] = "mma";
+  expect_load_error(j, {"decode.o_in_attention needs decode attention in clusters of 8", "is mma"});
+}
+
 TEST_F(PlanFile, UnknownNames) {
   json j = good_;
   j["decode"]["gemm"]["qkv"]["variant"] = "rt9_w9";

@@ -20,6 +20,7 @@
 #include "kernels/cuda/decode_items.h"
 #include "kernels/cuda/kernel_trace.h"
 #include "kernels/cuda/paged_kv.h"
+#include "kernels/cuda/skinny_gemm.h"
 
 namespace fuselm {
 
@@ -69,13 +70,38 @@ struct DecodeAttentionPlan {
   // Timeline slot (kernel_trace.h); null records nothing.
   KernelTrace* trace = nullptr;
 };
+// The O projection and its residual epilogue run inside decode attention's launch, for one sequence:
+// skinny_gemm_residual(o, attention's output, out) computed by CTAs of their own, which wait only
+// for the head group they read. The O projection's K is cut into one piece per head group (8 head
+// groups, each piece group * head_dim columns); CTA rank p of a cluster multiplies piece p of a
+// slice of rows from shared memory (loaded before the wait), and the ranks add the pieces in rank
+// order: the rounding of the k8 skinny GEMM variants (rt1_w8, rt1_w4_k8_cta), so the same bits as
+// that launch. `ready` holds 2 * 8 ints, zeroed once (every launch leaves them at zero): per head
+// group a flag its output raises and a count of the CTAs that saw it. decode_o_fold_fits says
+// whether a shape and plan can run it.
+struct DecodeOFold {
+  PackedWeight o;         // tile group 1
+  SkinnyResidualOut out;  // as skinny_gemm_residual's
+  int* ready = nullptr;
+};
+inline constexpr int kDecodeOFoldGroups = 8;
+inline constexpr int kDecodeOFoldReadyInts = 2 * kDecodeOFoldGroups;
+// Whether decode_attention can take `o_weights`' projection into its launch at batch 1 under
+// `plan`: clusters of 8, 8 head groups of at most 16 heads, head_dim 64 or 128, K = 8 pieces of
+// whole head groups, tile group 1, a slice of rows fitting the kernel's shared memory, and the
+// launch's clusters all resident at once (its CTAs wait for one another).
+bool decode_o_fold_fits(const AttentionShape& shape, const DecodeAttentionPlan& plan, const PackedWeight& o_weights);
+
 // Workspace bytes decode_attention needs for `max_batch` sequences under `plan`.
 size_t decode_attention_workspace_bytes(const AttentionShape& shape, const DecodeAttentionPlan& plan, int max_batch);
 // Zeroes the workspace's merge counters; once, after allocating it (every launch leaves them at zero).
 Status decode_attention_init_workspace(void* workspace, const AttentionShape& shape, const DecodeAttentionPlan& plan,
                                        int max_batch, cudaStream_t stream);
+// With `fold` (batch 1 only; decode_o_fold_fits), the launch also runs the O projection and its
+// residual epilogue from its output.
 Status decode_attention(const void* q, void* out, DType dtype, const AttentionShape& shape,
                         const PagedKvView& kv, const int32_t* kv_lens, int batch,
-                        const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream);
+                        const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream,
+                        const DecodeOFold* fold = nullptr);
 
 }  // namespace fuselm

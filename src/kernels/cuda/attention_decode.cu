@@ -31,6 +31,7 @@
 
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_decode.cuh"
+#include "kernels/cuda/attention_decode_o.cuh"
 #include "kernels/cuda/attention_generic.cuh"
 #include "kernels/cuda/attention_variants.h"
 #include "kernels/cuda/cluster.cuh"
@@ -55,14 +56,17 @@ DecodeWorkspaceLayout decode_workspace_layout(const AttentionShape& shape, const
 
 namespace {
 
-template <class T, int HEAD_DIM, int STAGES>
+// FOLD_O: the grid's CTAs past fold.attention_units clusters run the folded O projection
+// (attention_decode_o.cuh), and each head group's output is announced to them.
+template <class T, int HEAD_DIM, int STAGES, bool FOLD_O = false>
 __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     decode_split_kernel(const uint16_t* __restrict__ q, const uint16_t* __restrict__ k_pool,
                         const uint16_t* __restrict__ v_pool, PagedKvLayout layout,
                         const int32_t* __restrict__ block_tables, int max_blocks_per_seq,
                         const int32_t* __restrict__ kv_lens, int batch, int n_heads, int group, int head_tiles,
                         int n_groups, DecodeSplitRule rule, float scale_log2, DecodeWorkspaceLayout ws_layout,
-                        uint8_t* __restrict__ workspace, uint16_t* __restrict__ out, KernelTrace* trace) {
+                        uint8_t* __restrict__ workspace, uint16_t* __restrict__ out, KernelTrace* trace,
+                        DecodeOFoldArgs fold) {
   using Cfg = DecodeConfig<HEAD_DIM, STAGES>;
   constexpr int kChunks = HEAD_DIM / 8;
   constexpr int kQuads = HEAD_DIM / 4;  // float4 groups per row
@@ -94,7 +98,17 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   const int cluster = rule.cluster;  // CTAs per item (a power of two)
   const int cluster_shift = log2_of_pow2(cluster);
   const int cluster_rank = static_cast<int>(blockIdx.x) & (cluster - 1);
-  const int64_t units = gridDim.x >> cluster_shift;  // CTAs, or clusters, that take items
+  if constexpr (FOLD_O) {
+    if (blockIdx.x >= (fold.attention_units << cluster_shift)) {
+      decode_o_fold_cta<T, Cfg::kThreads>(fold, smem, static_cast<int>((blockIdx.x >> cluster_shift) - fold.attention_units),
+                                          cluster_rank, trace);
+      __syncthreads();
+      if (tid == 0) trace_end(trace);
+      return;
+    }
+  }
+  // CTAs, or clusters, that take items
+  const int64_t units = FOLD_O ? fold.attention_units : gridDim.x >> cluster_shift;
   const int64_t unit = blockIdx.x >> cluster_shift;
   int* next_unclaimed = reinterpret_cast<int*>(workspace);  // items past the first `units`
   int* ctas_done = next_unclaimed + 1;
@@ -361,7 +375,13 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
         // (rank 0 writes the next one after this barrier), so it is used here (claims are never
         // negative), and the instruction that reads the register waits for it.
         if (next_item < 0) __trap();
-        cluster_barrier_relaxed();
+        if constexpr (FOLD_O) {
+          // Every rank's stores are visible before the group's rank 0 announces them.
+          cluster_barrier();
+          if (tid == 0 && rank == 0 && !idle) announce_group_output(fold.ready, group_index);
+        } else {
+          cluster_barrier_relaxed();
+        }
       } else {
         if (!idle) __threadfence();
         cluster_barrier();
@@ -378,6 +398,7 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
       next_item = claimed;
       if (n_splits == 1) {
         if (tid == 0) trace_mark(trace, 2);
+        if (FOLD_O && tid == 0) announce_group_output(fold.ready, group_index);
         continue;
       }
     }
@@ -394,10 +415,16 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
     merge_split_partials<T, HEAD_DIM, Cfg::kThreads>(lse_all + static_cast<int64_t>(head0) * rule.max_splits,
                                                      out_all + static_cast<int64_t>(head0) * rule.max_splits * HEAD_DIM,
                                                      rule.max_splits, n_splits, n_rows, group_out, tid);
+    if constexpr (FOLD_O) {
+      __syncthreads();
+      if (tid == 0) announce_group_output(fold.ready, group_index);
+    }
   }  // items
 
   finish_decode_launch<T, HEAD_DIM, Cfg::kThreads>(kv_lens, batch, capacity, rule, n_heads, out, waited, next_unclaimed,
-                                                  ctas_done, launch_items < 0, trace, tid);
+                                                  ctas_done, launch_items < 0, trace, tid,
+                                                  static_cast<int>(units << cluster_shift),
+                                                  FOLD_O ? fold.ready : nullptr, n_groups);
 }
 
 // One wave of the split kernel: the CTAs (clusters of `ranks`) that fit on the GPU at once, queried
@@ -437,6 +464,59 @@ int decode_wave(int ranks) {
   return wave;
 }
 
+// Clusters of the fold's kernel instance resident at once (queried once per instance; 0 when the
+// query fails).
+template <class T, int HEAD_DIM, int STAGES>
+int fold_wave_clusters() {
+  using Cfg = DecodeConfig<HEAD_DIM, STAGES>;
+  static std::atomic<int> cached{-1};
+  int wave = cached.load(std::memory_order_relaxed);
+  if (wave >= 0) return wave;
+  auto kernel = decode_split_kernel<T, HEAD_DIM, STAGES, true>;
+  wave = 0;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) == cudaSuccess) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(kDecodeOFoldGroups);
+    config.blockDim = dim3(Cfg::kThreads);
+    config.dynamicSmemBytes = Cfg::kSmemBytes;
+    LaunchAttributes cluster_only(kDecodeOFoldGroups, false);
+    config.attrs = cluster_only.attrs;
+    config.numAttrs = cluster_only.count;
+    if (cudaOccupancyMaxActiveClusters(&wave, kernel, &config) != cudaSuccess) wave = 0;
+  }
+  cudaGetLastError();
+  cached.store(wave, std::memory_order_relaxed);
+  return wave;
+}
+
+// The fold's fixed arguments for `shape` and `plan` in a kernel of `smem_bytes` of shared memory,
+// or why it cannot run (the pointers and the grid are the launcher's).
+Status fold_setup(const AttentionShape& shape, const DecodeAttentionPlan& plan, const PackedWeight& o, int smem_bytes,
+                  DecodeOFoldArgs& args) {
+  const int group = shape.n_heads / shape.n_kv_heads;
+  const int n_groups = shape.n_kv_heads * ((group + 15) / 16);
+  const auto refuse = [](auto&&... what) {
+    return Status::error(str_cat("decode_attention: the O projection cannot run in its launch: ", what...));
+  };
+  if (plan.cluster_ranks != kDecodeOFoldGroups) return refuse("clusters of ", plan.cluster_ranks, ", not 8");
+  if (n_groups != kDecodeOFoldGroups || group > 16) return refuse(n_groups, " head groups, not 8");
+  if (shape.head_dim != 64 && shape.head_dim != 128) return refuse("head_dim ", shape.head_dim, " (64 or 128)");
+  const int64_t q_dim = static_cast<int64_t>(shape.n_heads) * shape.head_dim;
+  if (o.cols != q_dim || o.rows <= 0 || (group * shape.head_dim) % 16 != 0)
+    return refuse("weights of ", o.rows, "x", o.cols, " against attention's ", q_dim, " outputs");
+  if (o.tile_group != 1) return refuse("weights in tile groups of ", o.tile_group, " (1 needed)");
+  args.piece_tiles = group * shape.head_dim / 16;
+  args.k_tiles = mma_tiles(q_dim);
+  args.rows = o.rows;
+  args.row_tiles = mma_tiles(o.rows);
+  args.slice_tiles = 0;
+  for (int tiles = 8; tiles >= 1 && args.slice_tiles == 0; tiles /= 2)
+    if (decode_o_fold_smem(tiles, args.piece_tiles) <= smem_bytes) args.slice_tiles = tiles;
+  if (args.slice_tiles == 0) return refuse("a piece of ", args.piece_tiles, " k-tiles does not fit ", smem_bytes, " bytes");
+  args.o_clusters = static_cast<int>((args.row_tiles + args.slice_tiles - 1) / args.slice_tiles);
+  return Status();
+}
+
 }  // namespace
 
 DecodeVariant choose_decode_variant(int head_dim, int max_smem_per_block) {
@@ -466,7 +546,8 @@ int decode_wave_units(const DecodeVariant& variant, int head_dim, int cluster_ra
 
 Status decode_attention_variant(const DecodeVariant& variant, const void* q, void* out, DType dtype,
                                 const AttentionShape& shape, const PagedKvView& kv, const int32_t* kv_lens, int batch,
-                                const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream) {
+                                const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream,
+                                const DecodeOFold* fold) {
   if (Status s = check_common(q, out, shape, kv, batch); !s.ok()) return s;
   if (plan.split_tokens <= 0 || plan.split_tokens % kv.layout.block_size != 0)
     return Status::error(str_cat("decode_attention: split_tokens=", plan.split_tokens,
@@ -492,6 +573,16 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
     return Status::error(
         "decode_attention: workspace must be set and 16-byte aligned "
         "(size it with decode_attention_workspace_bytes)");
+  if (fold != nullptr) {
+    if (batch != 1) return Status::error(str_cat("decode_attention: the O projection runs in its launch at batch 1, not ", batch));
+    if (variant.stacked) return Status::error("decode_attention: the O projection cannot run in the stacked kernel's launch");
+    if (shape.head_dim != 64 && shape.head_dim != 128)
+      return Status::error(str_cat("decode_attention: the O projection runs in the launch of head_dim 64 or 128, not ",
+                                   shape.head_dim));
+    if (fold->o.dtype != dtype || fold->o.data == nullptr || fold->ready == nullptr || fold->out.residual == nullptr)
+      return Status::error("decode_attention: the folded O projection needs weights of the activations' dtype, "
+                           "its ready flags and a residual stream");
+  }
   if (variant.stacked && ranks > 1)
     return decode_attention_stacked(variant, q, out, dtype, shape, kv, kv_lens, batch, plan, workspace, stream);
   const int group = shape.n_heads / shape.n_kv_heads;
@@ -517,13 +608,41 @@ Status decode_attention_variant(const DecodeVariant& variant, const void* q, voi
         const int64_t units =
             std::min<int64_t>(variant.ctas > 0 ? std::max(1, variant.ctas / ranks) : wave, most_items);
         const DecodeSplitRule rule{plan.split_tokens, ranks, plan.max_splits_per_seq, plan.min_rank_keys};
-        FUSELM_CUDA_RETURN(launch_kernel_in_clusters(
-            split_kernel, dim3(static_cast<unsigned>(units * ranks)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream,
-            pdl, ranks, static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k),
-            static_cast<const uint16_t*>(kv.v), kv.layout, kv.block_tables, kv.max_blocks_per_seq, kv_lens, batch,
-            shape.n_heads, group, head_tiles, n_groups, rule, scale_log2, decode_workspace_layout(shape, plan),
-            static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out), plan.trace));
-        return Status();
+        const auto launch = [&](auto kernel, int64_t grid_units, const DecodeOFoldArgs& fold_args) {
+          return launch_kernel_in_clusters(
+              kernel, dim3(static_cast<unsigned>(grid_units * ranks)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream,
+              pdl, ranks, static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(kv.k),
+              static_cast<const uint16_t*>(kv.v), kv.layout, kv.block_tables, kv.max_blocks_per_seq, kv_lens, batch,
+              shape.n_heads, group, head_tiles, n_groups, rule, scale_log2, decode_workspace_layout(shape, plan),
+              static_cast<uint8_t*>(workspace), static_cast<uint16_t*>(out), plan.trace, fold_args);
+        };
+        if (fold == nullptr) {
+          FUSELM_CUDA_RETURN(launch(split_kernel, units, DecodeOFoldArgs{}));
+          return Status();
+        }
+        // The fold's CTAs wait for the attending ones: every cluster of the launch must be resident
+        // at once, so the attending clusters are capped (any count gives the same bits).
+        if constexpr (kStages == 3) {
+          DecodeOFoldArgs args;
+          if (Status s = fold_setup(shape, plan, fold->o, Cfg::kSmemBytes, args); !s.ok()) return s;
+          auto fold_kernel = decode_split_kernel<T, kHeadDim, kStages, true>;
+          FUSELM_CUDA_RETURN(
+              cudaFuncSetAttribute(fold_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
+          const int resident = fold_wave_clusters<T, kHeadDim, kStages>();
+          args.attention_units = std::min<int64_t>(units, resident - args.o_clusters);
+          if (args.attention_units < 1)
+            return Status::error(str_cat("decode_attention: the folded O projection's ", args.o_clusters,
+                                         " clusters leave no room for attention's (", resident, " resident at once)"));
+          args.w = static_cast<const uint4*>(fold->o.data);
+          args.x = out;
+          args.out = fold->out;
+          args.ready = fold->ready;
+          FUSELM_CUDA_RETURN(launch(fold_kernel, args.attention_units + args.o_clusters, args));
+          return Status();
+        } else {
+          return Status::error(str_cat("decode_attention: the O projection runs in a 3-stage kernel's launch, not ",
+                                       kStages, " stages"));
+        }
       });
     };
     return dispatch_head_dim(shape.head_dim, tensor_core, generic);
@@ -554,9 +673,27 @@ Status decode_attention_init_workspace(void* workspace, const AttentionShape& sh
   return Status();
 }
 
+bool decode_o_fold_fits(const AttentionShape& shape, const DecodeAttentionPlan& plan, const PackedWeight& o_weights) {
+  using namespace attention_detail;
+  if (!clusters_supported() || (o_weights.dtype != DType::BF16 && o_weights.dtype != DType::F16)) return false;
+  if (choose_decode_variant(shape.head_dim, device_limits().max_smem_per_block).stages != 3) return false;
+  bool fits = false;
+  const auto check = [&](auto head_dim_tag) {
+    constexpr int kHeadDim = decltype(head_dim_tag)::value;
+    DecodeOFoldArgs args;
+    if (!fold_setup(shape, plan, o_weights, DecodeConfig<kHeadDim, 3>::kSmemBytes, args).ok()) return Status();
+    const int resident = o_weights.dtype == DType::BF16 ? fold_wave_clusters<__nv_bfloat16, kHeadDim, 3>()
+                                                        : fold_wave_clusters<__half, kHeadDim, 3>();
+    fits = resident - args.o_clusters >= 1;
+    return Status();
+  };
+  (void)dispatch_head_dim(shape.head_dim, check, [] { return Status(); });
+  return fits;
+}
+
 Status decode_attention(const void* q, void* out, DType dtype, const AttentionShape& shape, const PagedKvView& kv,
                         const int32_t* kv_lens, int batch, const DecodeAttentionPlan& plan, void* workspace,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, const DecodeOFold* fold) {
   // 0 (a failed query) chooses two stages, which every GPU can hold.
   attention_detail::DecodeVariant variant =
       attention_detail::choose_decode_variant(shape.head_dim, device_limits().max_smem_per_block);
@@ -567,7 +704,7 @@ Status decode_attention(const void* q, void* out, DType dtype, const AttentionSh
     if (attention_detail::decode_stacked_fits(stacked, shape, plan, kv.layout.block_size)) variant = stacked;
   }
   return attention_detail::decode_attention_variant(variant, q, out, dtype, shape, kv, kv_lens, batch, plan, workspace,
-                                                    stream);
+                                                    stream, fold);
 }
 
 }  // namespace fuselm

@@ -165,16 +165,26 @@ __device__ __forceinline__ void reset_after_last_claim(int claim, int64_t launch
   if (launch_items > 0 && claim == launch_items - 1) atomicExch(next_unclaimed, 0);
 }
 
+// A head group's output is written and visible to other SMs: raised once per launch for a folded O
+// projection (attention_decode_o.cuh) by the thread that ends the group's output, after a barrier
+// that orders its peers' stores before its own.
+__device__ __forceinline__ void announce_group_output(int* ready, int group) {
+  __threadfence();
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(ready + group), "r"(1) : "memory");
+}
+
 // After the items: sequences without any (nothing to attend to gives zeros, a sequence longer than
-// the plan allows NaN), written after the wait (an earlier kernel may still read `out`); then, with
-// `count_exit` (launch items not known: decode_launch_items), the last CTA to finish (every claim is
-// made by then) leaves the header at zero for the next launch.
+// the plan allows NaN), written after the wait (an earlier kernel may still read `out`) by the `ctas`
+// attending CTAs in turn, and announced to a folded O projection (`ready`: its flags per head group,
+// attention_decode_o.cuh); then, with `count_exit` (launch items not known: decode_launch_items),
+// the last CTA to finish (every claim is made by then) leaves the header at zero for the next launch.
 template <class T, int HEAD_DIM, int THREADS>
 __device__ __forceinline__ void finish_decode_launch(const int32_t* kv_lens, int batch, int64_t capacity,
                                                      const DecodeSplitRule& rule, int n_heads, uint16_t* out,
                                                      bool waited, int* next_unclaimed, int* ctas_done,
-                                                     bool count_exit, KernelTrace* trace, int tid) {
-  for (int seq = blockIdx.x; seq < batch; seq += gridDim.x) {
+                                                     bool count_exit, KernelTrace* trace, int tid,
+                                                     int ctas, int* ready = nullptr, int n_groups = 0) {
+  for (int seq = blockIdx.x; seq < batch; seq += ctas) {
     const int kv_len = kv_lens[seq];
     if (decode_splits(kv_len, capacity, rule) > 0) continue;
     if (!waited) {
@@ -185,10 +195,14 @@ __device__ __forceinline__ void finish_decode_launch(const int32_t* kv_lens, int
     const uint16_t fill = Mma<T>::pack(kv_len <= 0 ? 0.0f : NAN, 0.0f) & 0xffffu;
     uint16_t* seq_out = out + static_cast<int64_t>(seq) * n_heads * HEAD_DIM;
     for (int i = tid; i < n_heads * HEAD_DIM; i += THREADS) seq_out[i] = fill;
+    if (ready != nullptr) {
+      __syncthreads();
+      if (tid < n_groups) announce_group_output(ready, tid);
+    }
   }
   __syncthreads();
   if (tid == 0) trace_end(trace);
-  if (count_exit && tid == 0 && atomicAdd(ctas_done, 1) == static_cast<int>(gridDim.x) - 1) {
+  if (count_exit && tid == 0 && atomicAdd(ctas_done, 1) == ctas - 1) {
     atomicExch(next_unclaimed, 0);
     atomicExch(ctas_done, 0);
   }

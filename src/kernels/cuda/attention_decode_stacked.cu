@@ -415,7 +415,7 @@ __global__ void __launch_bounds__(kTeams * DecodeConfig<HEAD_DIM, STAGES>::kThre
   }  // items
 
   finish_decode_launch<T, HEAD_DIM, kThreads>(kv_lens, batch, capacity, rule, n_heads, out, waited, next_unclaimed,
-                                              ctas_done, launch_items < 0, trace, tid);
+                                              ctas_done, launch_items < 0, trace, tid, static_cast<int>(gridDim.x));
 }
 
 template <class F>

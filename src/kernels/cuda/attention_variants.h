@@ -60,6 +60,7 @@ bool decode_stacked_fits(const DecodeVariant& variant, const AttentionShape& sha
 
 Status decode_attention_variant(const DecodeVariant& variant, const void* q, void* out, DType dtype,
                                 const AttentionShape& shape, const PagedKvView& kv, const int32_t* kv_lens, int batch,
-                                const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream);
+                                const DecodeAttentionPlan& plan, void* workspace, cudaStream_t stream,
+                                const DecodeOFold* fold = nullptr);
 
 }  // namespace fuselm::attention_detail

@@ -177,6 +177,9 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
   };
   DecodeAttentionPlan attention = attention_plan;
   attention.pdl = model.pdl;
+  const bool fold_o = m == 1 && v.o_in_attention;
+  if (fold_o && buf.o_fold_ready == nullptr)
+    return Status::error("fused_decode_step: the O projection in attention's launch needs buffers.o_fold_ready");
 
   Status s = fused_embed(model.embedding, model.dtype, model.hidden, in.tokens, in.sampled, m,
                          model.layers.empty() ? model.final_norm : model.layers[0].attn_norm, buf.residual, buf.xg,
@@ -200,13 +203,15 @@ Status fused_decode_step(const FusedDecodeModel& model, const FusedDecodeBuffers
                                    layer_launch(l, FusedTraceOp::Qkv, v.qkv))).ok())
       return s;
 
+    SkinnyResidualOut attn_out{buf.residual, model.hidden, layer.ffn_norm, buf.xg, model.hidden, buf.partials};
     attention.trace = slot(fused_decode_trace_slot(static_cast<int>(l), FusedTraceOp::Attention));
+    const DecodeOFold fold{layer.o, attn_out, buf.o_fold_ready};
     if (!(s = decode_attention(buf.q, buf.attn, model.dtype, shape, kv, in.kv_lens, m, attention,
-                               buf.attention_workspace, stream)).ok())
+                               buf.attention_workspace, stream, fold_o ? &fold : nullptr)).ok())
       return s;
 
-    SkinnyResidualOut attn_out{buf.residual, model.hidden, layer.ffn_norm, buf.xg, model.hidden, buf.partials};
-    if (!(s = skinny_gemm_residual(layer.o, SkinnyInput{buf.attn, q_dim, m}, SkinnyNorm{}, attn_out, v.o.for_tokens(m), stream, layer_launch(l, FusedTraceOp::O, v.o))).ok())
+    if (!fold_o &&
+        !(s = skinny_gemm_residual(layer.o, SkinnyInput{buf.attn, q_dim, m}, SkinnyNorm{}, attn_out, v.o.for_tokens(m), stream, layer_launch(l, FusedTraceOp::O, v.o))).ok())
       return s;
 
     const float* next_norm = l + 1 < model.layers.size() ? model.layers[l + 1].attn_norm : model.final_norm;

@@ -38,6 +38,10 @@ struct FusedDecodeVariants {
   // Launches of up to this many tokens run gate/up and down as one launch (skinny_ffn.h; same
   // bits); 0 = never.
   int ffn_one_launch_tokens = 0;
+  // One-token steps run the O projection inside decode attention's launch (attention.h,
+  // DecodeOFold; same bits), with FusedDecodeBuffers::o_fold_ready. Set only where
+  // decode_o_fold_fits.
+  bool o_in_attention = false;
   static FusedDecodeVariants all(SkinnyGemmVariant v) {
     const SkinnyGemmChoice c = SkinnyGemmChoice::same(v);
     return {c, c, c, c, c};
@@ -75,10 +79,13 @@ struct FusedDecodeBuffers {
   KernelTrace* trace = nullptr;  // [fused_decode_trace_slots(layers)] timeline slots, or null
   // The LM head's greedy pick for the step's rows (skinny_gemm.h), or none (tile_keys null).
   SkinnyGreedyPick greedy_pick;
+  // kDecodeOFoldReadyInts ints, zeroed once: the folded O projection's flags (variants.o_in_attention).
+  int* o_fold_ready = nullptr;
 };
 
 // Timeline slots of one fused step (kernel_trace.h): the embedding, then per layer qkv, attention,
-// o, gate_up and down, then the LM head.
+// o, gate_up and down, then the LM head. (A step with the O projection in attention's launch
+// stamps no o slot.)
 enum class FusedTraceOp { Qkv, Attention, O, GateUp, Down };
 inline int fused_decode_trace_slots(int layers) { return 2 + 5 * layers; }  // embedding, layers, LM head
 inline int fused_decode_trace_slot(int layer, FusedTraceOp op) { return 1 + 5 * layer + static_cast<int>(op); }

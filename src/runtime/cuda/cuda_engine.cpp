@@ -309,6 +309,7 @@ CudaEngineImpl::CudaEngineImpl(const Model& model, const EngineOptions& options,
     variants.down = plan_skinny_gemm_choice(kernel_plan_, PlanOp::Down);
     variants.lm_head = plan_skinny_gemm_choice(kernel_plan_, PlanOp::LmHead);
     variants.ffn_one_launch_tokens = kernel_plan_.decode.ffn_one_launch_tokens;
+    variants.o_in_attention = kernel_plan_.decode.o_in_attention;
     // The plan's buckets up to this engine's batch limit, which closes the list.
     std::vector<int> buckets;
     for (const DecodeBucket& b : kernel_plan_.decode.buckets)

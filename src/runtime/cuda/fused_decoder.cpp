@@ -155,6 +155,11 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
   const size_t logits = carve.take(static_cast<size_t>(buckets_.back()) * vocab * sizeof(float));
   const size_t pick_keys = carve.take(skinny_greedy_pick_key_bytes(kSkinnyGreedyPickMaxTokens, vocab));
   const size_t pick_count = carve.take(sizeof(int));
+  // The O projection in attention's launch where the plan asks for it and the shapes allow.
+  const AttentionShape attention_shape{m.n_heads, m.n_kv_heads, m.head_dim, 0.0f};
+  m.variants.o_in_attention =
+      variants.o_in_attention && decode_o_fold_fits(attention_shape, attention_plan_, m.layers[0].o);
+  const size_t fold_ready = carve.take(kDecodeOFoldReadyInts * sizeof(int));
   // The one-launch FFN's schedule (the same for every layer) and its counters.
   FfnSchedule ffn_schedule;
   FfnScheduleShape ffn_shape;
@@ -189,6 +194,10 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
   step_buffers_.greedy_pick.tile_keys = buffers_.at<uint64_t>(pick_keys);
   step_buffers_.greedy_pick.ctas_done = buffers_.at<int>(pick_count);
   FUSELM_CUDA_THROW(cudaMemsetAsync(step_buffers_.greedy_pick.ctas_done, 0, sizeof(int), stream));
+  if (m.variants.o_in_attention) {
+    step_buffers_.o_fold_ready = buffers_.at<int>(fold_ready);
+    FUSELM_CUDA_THROW(cudaMemsetAsync(step_buffers_.o_fold_ready, 0, kDecodeOFoldReadyInts * sizeof(int), stream));
+  }
   if (variants.ffn_one_launch_tokens > 0) {
     SkinnyFfnPlan& p = m.ffn_plan;
     p = SkinnyFfnPlan{ffn_shape.gate_up_pieces, ffn_shape.down_pieces, ffn_shape.ctas, buffers_.at<int32_t>(ffn_offsets),
