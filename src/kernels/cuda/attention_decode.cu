@@ -73,8 +73,10 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ int merges;
 
-  // The next kernel may launch at once: it waits for this grid before its reads.
-  allow_next_grid();
+  // The next kernel may launch at once: it waits for this grid before its reads. (A folded O
+  // projection's CTAs let it launch only once their head group's output is there: its first weight
+  // stages would otherwise compete with attention's loads.)
+  if (!FOLD_O || blockIdx.x < (fold.attention_units << log2_of_pow2(rule.cluster))) allow_next_grid();
   const int tid = threadIdx.x;
   if (tid == 0) trace_start(trace);
   const int warp = tid / 32;

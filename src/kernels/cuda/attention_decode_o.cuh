@@ -42,32 +42,34 @@ __device__ __forceinline__ int load_acquire_gpu(const int* p) {
 }
 
 // One fold CTA: slice `slice` of the rows, piece `piece` (its cluster rank) of K. THREADS threads.
+// Its timeline marks share the launch's slot with attention's: 3 when its group's output is there, 4
+// after its cluster's partials are in (later than attention's marks 3-4, so the slot shows these).
 template <class T, int THREADS>
-__device__ __forceinline__ void decode_o_fold_cta(const DecodeOFoldArgs& f, uint8_t* smem, int slice, int piece,
+__device__ __forceinline__ void decode_o_fold_cta(const DecodeOFoldArgs& fold, uint8_t* smem, int slice, int piece,
                                                   KernelTrace* trace) {
   using namespace skinny_detail;
   constexpr int kWarps = THREADS / 32;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int64_t tile0 = static_cast<int64_t>(slice) * f.slice_tiles;
-  const int tiles = static_cast<int>(f.row_tiles - tile0 < f.slice_tiles ? f.row_tiles - tile0 : f.slice_tiles);
+  const int64_t tile0 = static_cast<int64_t>(slice) * fold.slice_tiles;
+  const int tiles = static_cast<int>(fold.row_tiles - tile0 < fold.slice_tiles ? fold.row_tiles - tile0 : fold.slice_tiles);
   uint4* wsm = reinterpret_cast<uint4*>(smem);  // [slice tile][piece k-tile][lane]
-  T* xs = reinterpret_cast<T*>(smem + static_cast<int64_t>(f.slice_tiles) * f.piece_tiles * 512);
-  float* part = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(xs) + f.piece_tiles * 32);  // [tile][4][32]
+  T* xs = reinterpret_cast<T*>(smem + static_cast<int64_t>(fold.slice_tiles) * fold.piece_tiles * 512);
+  float* part = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(xs) + fold.piece_tiles * 32);  // [tile][4][32]
 
   // The weights never change within a step: issued before the wait, as the GEMMs' first stages.
   const uint64_t policy = l2_evict_first_policy();
-  const int per_tile = f.piece_tiles * 32;
+  const int per_tile = fold.piece_tiles * 32;
   for (int idx = tid; idx < tiles * per_tile; idx += THREADS) {
-    const int r = idx / per_tile, kt = (idx / 32) % f.piece_tiles, l = idx % 32;
-    const int64_t tile = mma_tile_index(tile0 + r, static_cast<int64_t>(piece) * f.piece_tiles + kt, f.k_tiles, 1);
-    cp_async_16_evict_first(shared_address(wsm + idx), f.w + tile * 32 + l, policy);
+    const int r = idx / per_tile, kt = (idx / 32) % fold.piece_tiles, l = idx % 32;
+    const int64_t tile = mma_tile_index(tile0 + r, static_cast<int64_t>(piece) * fold.piece_tiles + kt, fold.k_tiles, 1);
+    cp_async_16_evict_first(shared_address(wsm + idx), fold.w + tile * 32 + l, policy);
   }
   cp_async_commit();
   wait_for_previous_grid();
   if (tid == 0) trace_released(trace);
 
   // Rank p finishes row tile p of the slice: its residual and gains, read while the group attends.
-  const ResidualEpilogue epilogue{f.out, f.rows, f.row_tiles};
+  const ResidualEpilogue epilogue{fold.out, fold.rows, fold.row_tiles};
   const bool finishes = piece < tiles && warp == 0;
   ResidualEpilogue::Operands<1> operands{};
   if (finishes) {
@@ -78,28 +80,31 @@ __device__ __forceinline__ void decode_o_fold_cta(const DecodeOFoldArgs& f, uint
   // The group's output: wait for its flag; the CTA that counts itself in last leaves the flag and
   // the count at zero for the next launch (every CTA of this one has seen the flag by then).
   if (tid == 0) {
-    int* flag = f.ready + piece;
+    int* flag = fold.ready + piece;
     while (load_acquire_gpu(flag) == 0) __nanosleep(20);
-    int* seen = f.ready + kDecodeOFoldGroups + piece;
-    if (atomicAdd(seen, 1) == f.o_clusters - 1) {
+    int* seen = fold.ready + kDecodeOFoldGroups + piece;
+    if (atomicAdd(seen, 1) == fold.o_clusters - 1) {
       atomicExch(seen, 0);
       atomicExch(flag, 0);
     }
     trace_mark(trace, 3);  // the head group's output is there
   }
+  // The next kernel may launch once every fold CTA has its group's output: launched at the start,
+  // its first weight stages competed with attention's loads (docs/kernels/attention.md).
+  allow_next_grid();
   __syncthreads();
   // One token's columns of the piece, from L2 (written by other SMs during this launch).
-  const uint4* x = reinterpret_cast<const uint4*>(static_cast<const T*>(f.x) + piece * f.piece_tiles * 16);
-  for (int i = tid; i < f.piece_tiles * 2; i += THREADS) reinterpret_cast<uint4*>(xs)[i] = __ldcg(x + i);
+  const uint4* x = reinterpret_cast<const uint4*>(static_cast<const T*>(fold.x) + piece * fold.piece_tiles * 16);
+  for (int i = tid; i < fold.piece_tiles * 2; i += THREADS) reinterpret_cast<uint4*>(xs)[i] = __ldcg(x + i);
   cp_async_wait<0>();
   __syncthreads();
 
   // Each row tile's piece: one chain of mmas over the piece's k-tiles in order, from zero.
-  for (int r = warp; r < f.slice_tiles; r += kWarps) {
+  for (int r = warp; r < fold.slice_tiles; r += kWarps) {
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (r < tiles) {
       const uint4* a_tile = wsm + static_cast<int64_t>(r) * per_tile + lane;
-      for (int kt = 0; kt < f.piece_tiles; ++kt) {
+      for (int kt = 0; kt < fold.piece_tiles; ++kt) {
         uint32_t b[1][2];
         activation_fragments<T, 1>(b, xs, 0, kt, g, t, 1);
         const uint4 a = a_tile[kt * 32];
