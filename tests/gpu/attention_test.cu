@@ -360,6 +360,29 @@ TEST(AttentionDecode, StackedRefusesWhatDoesNotFitAndTheLauncherFallsBack) {
   EXPECT_EQ(run_decode(dtype, shape, 16, from_one, ptrs, q, rng), run_decode(dtype, shape, 16, plan, ptrs, q, rng));
 }
 
+// Which shapes can run the O projection in decode attention's launch (decode_o_fold_fits): the 1B
+// shape; not the 8B one (its 64 slices' clusters and attention's are more than the GPU holds at
+// once), nor two head groups, clusters of 4, weights in tile groups or of another width.
+TEST(AttentionDecode, OProjectionFoldFitsWhereItCan) {
+  REQUIRE_CUDA_DEVICE();
+  if (!clusters_supported()) GTEST_SKIP() << "thread-block clusters need sm_90 code on an sm_90+ GPU";
+  DecodeAttentionPlan plan{256, 32};
+  plan.cluster_ranks = 8;
+  const AttentionShape llama_1b{32, 8, 64, 0.125f}, llama_8b{32, 8, 128, 0.088f}, two_groups{8, 2, 64, 0.125f};
+  const PackedWeight o_1b{nullptr, DType::BF16, 2048, 2048, 1};
+  EXPECT_TRUE(decode_o_fold_fits(llama_1b, plan, o_1b));
+  EXPECT_FALSE(decode_o_fold_fits(llama_8b, plan, PackedWeight{nullptr, DType::BF16, 4096, 4096, 1}));
+  EXPECT_FALSE(decode_o_fold_fits(two_groups, plan, PackedWeight{nullptr, DType::BF16, 256, 512, 1}));
+  PackedWeight grouped = o_1b, narrow = o_1b;
+  grouped.tile_group = 4;
+  narrow.cols = 1024;
+  EXPECT_FALSE(decode_o_fold_fits(llama_1b, plan, grouped));
+  EXPECT_FALSE(decode_o_fold_fits(llama_1b, plan, narrow));
+  DecodeAttentionPlan four = plan;
+  four.cluster_ranks = 4;
+  EXPECT_FALSE(decode_o_fold_fits(llama_1b, four, o_1b));
+}
+
 // Ragged lengths in [1, 2000], with the split edges (1, 255, 256, 257, 2000) always present.
 std::vector<int> ragged_lengths(int batch, std::mt19937& rng) {
   std::uniform_int_distribution<int> dist(1, 2000);
@@ -631,6 +654,14 @@ TEST(AttentionLauncher, RejectsUnsupportedShapesWithAClearMessage) {
   three_ranks.cluster_ranks = 3;
   m = decode_attention(fake, fake, DType::BF16, shape, kv, fake_i, 1, three_ranks, fake, nullptr).message();
   EXPECT_NE(m.find("cluster_ranks=3 (supported: 1, 2, 4, 8)"), std::string::npos) << m;
+  // The O projection in the launch: one sequence, and weights of the activations' dtype.
+  DecodeOFold fold{PackedWeight{fake, DType::BF16, 256, 1024, 1}, SkinnyResidualOut{static_cast<float*>(fake)},
+                   static_cast<int*>(fake)};
+  m = decode_attention(fake, fake, DType::BF16, shape, kv, fake_i, 2, plan, fake, nullptr, &fold).message();
+  EXPECT_NE(m.find("the O projection runs in its launch at batch 1, not 2"), std::string::npos) << m;
+  fold.o.dtype = DType::F16;
+  m = decode_attention(fake, fake, DType::BF16, shape, kv, fake_i, 1, plan, fake, nullptr, &fold).message();
+  EXPECT_NE(m.find("needs weights of the activations' dtype"), std::string::npos) << m;
   kv.layout.n_kv_heads = 4;
   m = prefill_attention(fake, fake, DType::BF16, shape, kv, fake_i, fake_i, 1, 4, nullptr).message();
   EXPECT_NE(m.find("does not match"), std::string::npos) << m;
