@@ -129,7 +129,8 @@ constexpr const char* kMarkNames =
     "landed, m1 key loop done, m2 split partial written and counted, before the wait: m3 first item located, "
     "m4 its block numbers staged, m5 prologue issued";
 
-// Lab: batch 1 and batch 16, prompt 512, the mean over 16 steps and over the layers of each step of, per kind of
+// Lab: batch 1 and batch 16, prompt 512 (FUSELM_TIMELINE_PROMPT: another length, e.g. the 128 tokens
+// of the bench's throughput scenario), the mean over 16 steps and over the layers of each step of, per kind of
 // kernel: when its first and last CTA start, are released from the wait, reach each mark (the
 // last CTA), and end (last, then first), relative to its predecessor's end. Then, per kind of kernel,
 // its SMs by how many of its CTAs each ran: how many SMs (per launch) and when the last CTA on them
@@ -147,12 +148,15 @@ TEST(DecodeTimeline, DISABLED_Lab) {
   for (const char* c : kColumnNames) std::printf(" %8s", c);
   std::printf(" %8s\n", "step_us");
   const char* only = std::getenv("FUSELM_TIMELINE_SHAPE");
+  const char* prompt_env = std::getenv("FUSELM_TIMELINE_PROMPT");
+  const int prompt_tokens = prompt_env != nullptr ? std::atoi(prompt_env) : 512;
+  ASSERT_TRUE(prompt_tokens >= 1 && prompt_tokens <= 512) << "FUSELM_TIMELINE_PROMPT " << prompt_env << ": 1..512";
   for (const char* shape : {"llama-3.1-8b", "llama-3.2-1b"}) {
     if (only != nullptr && std::string(only) != shape) continue;
     auto model = load_model(std::string("synthetic:") + shape + "?vocab=32000", load);
     for (int batch : {1, 16}) {
       const int layers = model->config.num_layers;
-      const auto steps = traced_steps(*model, 512, 16, batch);
+      const auto steps = traced_steps(*model, prompt_tokens, 16, batch);
       double sum[5][kColumns] = {}, step_us = 0;
       int count[5][kColumns] = {};
       // Per kind of kernel and CTAs an SM: SMs seen and the sum of their last ends (us after the predecessor's).
