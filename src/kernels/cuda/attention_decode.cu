@@ -73,10 +73,14 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ int merges;
 
+  // CTAs past the attending clusters run the folded O projection.
+  const int cluster = rule.cluster;  // CTAs per item (a power of two)
+  const int cluster_shift = log2_of_pow2(cluster);
+  const bool folds_o = FOLD_O && blockIdx.x >= (fold.attention_units << cluster_shift);
   // The next kernel may launch at once: it waits for this grid before its reads. (A folded O
   // projection's CTAs let it launch only once their head group's output is there: its first weight
   // stages would otherwise compete with attention's loads.)
-  if (!FOLD_O || blockIdx.x < (fold.attention_units << log2_of_pow2(rule.cluster))) allow_next_grid();
+  if (!folds_o) allow_next_grid();
   const int tid = threadIdx.x;
   if (tid == 0) trace_start(trace);
   const int warp = tid / 32;
@@ -97,11 +101,9 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
   // position but the newest was written by earlier steps: only q and the newest K/V row come from
   // the previous kernel (the QKV projection). So the first item's K/V prologue is issued before
   // waiting for it, and overlaps its tail; q and the newest row follow the wait.
-  const int cluster = rule.cluster;  // CTAs per item (a power of two)
-  const int cluster_shift = log2_of_pow2(cluster);
   const int cluster_rank = static_cast<int>(blockIdx.x) & (cluster - 1);
   if constexpr (FOLD_O) {
-    if (blockIdx.x >= (fold.attention_units << cluster_shift)) {
+    if (folds_o) {
       decode_o_fold_cta<T, Cfg::kThreads>(fold, smem, static_cast<int>((blockIdx.x >> cluster_shift) - fold.attention_units),
                                           cluster_rank, trace);
       __syncthreads();
@@ -429,6 +431,23 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
                                                   FOLD_O ? fold.ready : nullptr, n_groups);
 }
 
+// Clusters of `ranks` CTAs of `kernel` (with Cfg's block and shared memory) resident at once; 0 when
+// the query fails.
+template <class Cfg, class Kernel>
+int active_clusters(Kernel kernel, int ranks) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(ranks));
+  config.blockDim = dim3(Cfg::kThreads);
+  config.dynamicSmemBytes = Cfg::kSmemBytes;
+  LaunchAttributes cluster_only(ranks, false);
+  config.attrs = cluster_only.attrs;
+  config.numAttrs = cluster_only.count;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) clusters = 0;
+  cudaGetLastError();
+  return clusters;
+}
+
 // One wave of the split kernel: the CTAs (clusters of `ranks`) that fit on the GPU at once, queried
 // once per kernel instance and cluster size (a failed query gives one CTA per SM, one cluster per
 // `ranks` SMs).
@@ -450,16 +469,7 @@ int decode_wave(int ranks) {
       per_sm = 1;
     wave = std::max(1, sms * std::max(1, per_sm));
   } else {
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>(ranks));
-    config.blockDim = dim3(Cfg::kThreads);
-    config.dynamicSmemBytes = Cfg::kSmemBytes;
-    LaunchAttributes cluster_only(ranks, false);
-    config.attrs = cluster_only.attrs;
-    config.numAttrs = cluster_only.count;
-    int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, split_kernel, &config) != cudaSuccess) clusters = 0;
-    cudaGetLastError();
+    const int clusters = active_clusters<Cfg>(split_kernel, ranks);
     wave = std::max(1, clusters > 0 ? clusters : sms / ranks);
   }
   wave_units[ranks].store(wave, std::memory_order_relaxed);
@@ -475,24 +485,17 @@ int fold_wave_clusters() {
   int wave = cached.load(std::memory_order_relaxed);
   if (wave >= 0) return wave;
   auto kernel = decode_split_kernel<T, HEAD_DIM, STAGES, true>;
-  wave = 0;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) == cudaSuccess) {
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(kDecodeOFoldGroups);
-    config.blockDim = dim3(Cfg::kThreads);
-    config.dynamicSmemBytes = Cfg::kSmemBytes;
-    LaunchAttributes cluster_only(kDecodeOFoldGroups, false);
-    config.attrs = cluster_only.attrs;
-    config.numAttrs = cluster_only.count;
-    if (cudaOccupancyMaxActiveClusters(&wave, kernel, &config) != cudaSuccess) wave = 0;
-  }
+  wave = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) == cudaSuccess
+             ? active_clusters<Cfg>(kernel, kDecodeOFoldGroups)
+             : 0;
   cudaGetLastError();
   cached.store(wave, std::memory_order_relaxed);
   return wave;
 }
 
 // The fold's fixed arguments for `shape` and `plan` in a kernel of `smem_bytes` of shared memory,
-// or why it cannot run (the pointers and the grid are the launcher's).
+// or why it cannot run (the pointers and the grid are the launcher's). Called only for the
+// tensor-core kernels' head_dim, 64 or 128.
 Status fold_setup(const AttentionShape& shape, const DecodeAttentionPlan& plan, const PackedWeight& o, int smem_bytes,
                   DecodeOFoldArgs& args) {
   const int group = shape.n_heads / shape.n_kv_heads;
@@ -502,7 +505,6 @@ Status fold_setup(const AttentionShape& shape, const DecodeAttentionPlan& plan, 
   };
   if (plan.cluster_ranks != kDecodeOFoldGroups) return refuse("clusters of ", plan.cluster_ranks, ", not 8");
   if (n_groups != kDecodeOFoldGroups || group > 16) return refuse(n_groups, " head groups, not 8");
-  if (shape.head_dim != 64 && shape.head_dim != 128) return refuse("head_dim ", shape.head_dim, " (64 or 128)");
   const int64_t q_dim = static_cast<int64_t>(shape.n_heads) * shape.head_dim;
   if (o.cols != q_dim || o.rows <= 0 || (group * shape.head_dim) % 16 != 0)
     return refuse("weights of ", o.rows, "x", o.cols, " against attention's ", q_dim, " outputs");

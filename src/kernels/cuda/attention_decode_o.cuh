@@ -35,12 +35,6 @@ __host__ __device__ inline int64_t decode_o_fold_smem(int slice_tiles, int piece
   return static_cast<int64_t>(slice_tiles) * piece_tiles * 512 + piece_tiles * 32 + slice_tiles * 4 * 32 * 4;
 }
 
-__device__ __forceinline__ int load_acquire_gpu(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // One fold CTA: slice `slice` of the rows, piece `piece` (its cluster rank) of K. THREADS threads.
 // Its timeline marks share the launch's slot with attention's: 3 when its group's output is there, 4
 // after its cluster's partials are in (later than attention's marks 3-4, so the slot shows these).
@@ -81,7 +75,7 @@ __device__ __forceinline__ void decode_o_fold_cta(const DecodeOFoldArgs& fold, u
   // the count at zero for the next launch (every CTA of this one has seen the flag by then).
   if (tid == 0) {
     int* flag = fold.ready + piece;
-    while (load_acquire_gpu(flag) == 0) __nanosleep(20);
+    while (device::load_acquire_gpu(flag) == 0) __nanosleep(20);
     int* seen = fold.ready + kDecodeOFoldGroups + piece;
     if (atomicAdd(seen, 1) == fold.o_clusters - 1) {
       atomicExch(seen, 0);

@@ -1,6 +1,7 @@
 #pragma once
 // Building blocks shared by the elementwise and row kernels: the activation dtype dispatch points,
-// 16-byte vector loads/stores of 8 elements converted to fp32, and deterministic block reductions.
+// 16-byte vector loads/stores of 8 elements converted to fp32, deterministic block reductions, and the
+// acquiring load of a flag another CTA releases.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -39,6 +40,14 @@ Status dispatch_half_dtype(DType dtype, const char* op, F&& f) {
 
 // ---------------------------------------------------------------------------------------------
 // Element conversions (round to nearest even, as the host conversions in core/dtype.h).
+
+// A GPU-scope acquiring load of a flag or counter another CTA releases (its writes before the
+// release are visible after this load).
+__device__ __forceinline__ int load_acquire_gpu(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }

@@ -95,12 +95,6 @@ __device__ __forceinline__ void stamp(uint64_t* stamps, int event) {
   if (stamps != nullptr) stamps[blockIdx.x * kSkinnyFfnStamps + event] = global_timer_ns();
 }
 
-__device__ __forceinline__ int load_acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // Columns [k0, k0 + width) of m activation rows into shared rows of `stride` elements, 16 bytes at a
 // time from L2 (the rows may have been written by other CTAs of this launch); columns past `cols`
 // are zero (the weights' padding is zero, but 0 * garbage could be NaN).
@@ -210,7 +204,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocksPerSm) skinny_ffn_kerne
     if (it.down && it.stages > 0) {
       // The gate/up tiles that make this piece's activations, then the activations themselves.
       const int64_t want = ffn_tiles_feeding(it.piece, a.down.piece_k_tiles, a.gate_up.row_tiles);
-      while (load_acquire(a.counters + it.piece) < want) __nanosleep(32);
+      while (device::load_acquire_gpu(a.counters + it.piece) < want) __nanosleep(32);
       if (lane == 0 && !down_seen) stamp(a.stamps, kFfnStampDownReady + warp);
       down_seen = true;
       stage_rows<T>(as, a.as_stride, static_cast<const T*>(a.act), a.act_stride, a.m, a.ffn, it.kb * 16,

@@ -188,7 +188,7 @@ FusedDecoder::FusedDecoder(const ModelConfig& config, DType dtype, const DeviceW
   step_buffers_.act = buffers_.at<void>(act);
   step_buffers_.attention_workspace = buffers_.at<void>(workspace);
   FUSELM_THROW_IF_FAILED(decode_attention_init_workspace(step_buffers_.attention_workspace,
-                                                         AttentionShape{m.n_heads, m.n_kv_heads, m.head_dim, 0.0f}, attention_plan_,
+                                                         attention_shape, attention_plan_,
                                                          kSkinnyGemmMaxTokens, stream));
   logits_ = buffers_.at<float>(logits);
   step_buffers_.greedy_pick.tile_keys = buffers_.at<uint64_t>(pick_keys);
