@@ -506,7 +506,7 @@ Status fold_setup(const AttentionShape& shape, const DecodeAttentionPlan& plan, 
   if (plan.cluster_ranks != kDecodeOFoldGroups) return refuse("clusters of ", plan.cluster_ranks, ", not 8");
   if (n_groups != kDecodeOFoldGroups || group > 16) return refuse(n_groups, " head groups, not 8");
   const int64_t q_dim = static_cast<int64_t>(shape.n_heads) * shape.head_dim;
-  if (o.cols != q_dim || o.rows <= 0 || (group * shape.head_dim) % 16 != 0)
+  if (o.cols != q_dim || o.rows <= 0)
     return refuse("weights of ", o.rows, "x", o.cols, " against attention's ", q_dim, " outputs");
   if (o.tile_group != 1) return refuse("weights in tile groups of ", o.tile_group, " (1 needed)");
   args.piece_tiles = group * shape.head_dim / 16;
