@@ -106,10 +106,15 @@ TEST(DecodeTimeline, EveryKernelStampsAnOrderedRecord) {
         ctas += t.sm_ctas(sm);
         if (t.sm_ctas(sm) == 0) {
           EXPECT_EQ(t.sm_end(sm), KernelTrace::kUnset) << "SM " << sm;
+          EXPECT_EQ(t.sm_last_start(sm), KernelTrace::kUnset) << "SM " << sm;
           continue;
         }
         EXPECT_LE(t.first_end, t.sm_end(sm)) << "SM " << sm;
         EXPECT_LE(t.sm_end(sm), t.end()) << "SM " << sm;
+        // A CTA starts on an SM before the last one there ends, within the launch's starts.
+        EXPECT_LE(t.start, t.sm_last_start(sm)) << "SM " << sm;
+        EXPECT_LE(t.sm_last_start(sm), t.last_start()) << "SM " << sm;
+        EXPECT_LE(t.sm_last_start(sm), t.sm_end(sm)) << "SM " << sm;
       }
       EXPECT_GT(ctas, 0);
       // A kernel is released only once its predecessor has ended (programmatic dependent launch
@@ -134,7 +139,10 @@ constexpr const char* kMarkNames =
 // kernel: when its first and last CTA start, are released from the wait, reach each mark (the
 // last CTA), and end (last, then first), relative to its predecessor's end. Then, per kind of kernel,
 // its SMs by how many of its CTAs each ran: how many SMs (per launch) and when the last CTA on them
-// ended, on average.
+// ended, on average; and its late SMs (the last CTA there started within the launch's last
+// microsecond of starts): how many (per launch), on how many the late CTA started beside a CTA of
+// the predecessor still running, on how many after the predecessor's last CTA there had ended, and
+// how long after that end, on average (~0: it waited for the room).
 TEST(DecodeTimeline, DISABLED_Lab) {
   FUSELM_REQUIRE_GPU();
   LoadOptions load;
@@ -161,6 +169,10 @@ TEST(DecodeTimeline, DISABLED_Lab) {
       int count[5][kColumns] = {};
       // Per kind of kernel and CTAs an SM: SMs seen and the sum of their last ends (us after the predecessor's).
       std::map<int, std::pair<int64_t, double>> by_ctas[5];
+      // Per kind of kernel: late SMs; those where the late CTA started beside the predecessor's, and
+      // after them, with the sum of its delay after the predecessor's last end there (us).
+      int64_t late_sms[5] = {}, late_beside_prev[5] = {}, late_after_prev[5] = {};
+      double late_delay_us[5] = {};
       int64_t launches[5] = {};
       for (const std::vector<KernelTrace>& t : steps) {
         step_us += (t.back().end() - t.front().start) * 1e-3;
@@ -181,11 +193,22 @@ TEST(DecodeTimeline, DISABLED_Lab) {
               ++count[op][c];
             }
             ++launches[op];
+            const KernelTrace& pred = t[static_cast<size_t>(prev)];
             for (int sm = 0; sm < KernelTrace::kSms; ++sm) {
               if (k.sm_ctas(sm) == 0) continue;
               auto& [sms, ends] = by_ctas[op][k.sm_ctas(sm)];
               ++sms;
               ends += (static_cast<double>(k.sm_end(sm)) - prev_end) * 1e-3;
+              if (k.sm_last_start(sm) + 1000 < k.last_start()) continue;  // not late
+              ++late_sms[op];
+              if (pred.sm_ctas(sm) == 0) continue;
+              if (pred.sm_end(sm) > k.sm_last_start(sm)) {
+                ++late_beside_prev[op];
+                continue;
+              }
+              ++late_after_prev[op];
+              late_delay_us[op] +=
+                  (static_cast<double>(k.sm_last_start(sm)) - static_cast<double>(pred.sm_end(sm))) * 1e-3;
             }
           }
         }
@@ -206,6 +229,12 @@ TEST(DecodeTimeline, DISABLED_Lab) {
           std::printf("  %d: %.1f, %.2f", ctas, static_cast<double>(sm_ends.first) / launches[op],
                       sm_ends.second / sm_ends.first);
         std::printf("\n");
+        std::printf("[bench] %-13s %5d %-9s late SMs (last start within 1 us of the launch's): %.1f; beside the "
+                    "predecessor's CTAs: %.1f; after them: %.1f, %.2f us after their end\n",
+                    shape, batch, kOps[op], static_cast<double>(late_sms[op]) / launches[op],
+                    static_cast<double>(late_beside_prev[op]) / launches[op],
+                    static_cast<double>(late_after_prev[op]) / launches[op],
+                    late_after_prev[op] > 0 ? late_delay_us[op] / late_after_prev[op] : 0.0);
       }
     }
   }
