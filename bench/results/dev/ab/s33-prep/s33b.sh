@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Prepared in session 32 for after s33a: the 1B QKV projection's one-token CTAs (rt1_w8, 192 CTAs,
+# a K loop of four stages a warp) with three stages instead of four (qkv-three-stages.patch): 77 KB
+# instead of 102 KB a CTA, so an SM holding two of them has room for a 51 KB decode attention CTA
+# (and a third QKV CTA still does not fit). Same bits (the stage count changes no result); no other
+# GEMM of either shape takes the branch (8B: rt1_w4 twins and 8-stage K loops). Predicted: if s33a
+# shows the last attention CTAs starting only once QKV CTAs leave their SMs, 1B batch 1 +1-2%
+# (attention's last cluster placed ~1 us earlier, the QKV projection up to 0.3 us slower with one
+# stage fewer before its wait); otherwise even or a small loss. 8B: even (no change).
+# Usage (GPU machine, carry .deps .commit .gpu-models): OUT=$OUT bash bench/results/dev/ab/s33-prep/s33b.sh
+set -uo pipefail
+AB_TESTS="skinny_gemm fused_engine" OUT=$OUT timeout 560 bash scripts/gpu-ab-patch.sh \
+    qkv3=bench/results/dev/ab/s33-prep/qkv-three-stages.patch -- llama-3.2-1b:3 llama-3.1-8b:1 2>&1 | grep -v "^== llama"
