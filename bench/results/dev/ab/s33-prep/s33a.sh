@@ -19,4 +19,6 @@ grep -E "late SMs|CTAs an SM" "$OUT/tl-noidle.txt" | grep " 1 "
 patch -R -p1 < bench/results/dev/ab/s32/no-idle-clusters-bound.patch > /dev/null || exit 1
 bash scripts/gpu-build.sh gpu_decode_timeline_test > /dev/null 2>&1 || { echo "build failed"; exit 1; }
 timeout 200 bash scripts/gpu-timeline.sh "$OUT/tl-rules.txt"
+# The timeline's own tests (the record's new per-SM start checks among them; written in session 32).
+timeout 120 build-gpu/tests/gpu_decode_timeline_test 2>&1 | grep -E "^\[  (FAILED|PASSED) |Failure" -A3 | head -12
 grep -E "late SMs" "$OUT/tl-rules.txt"
