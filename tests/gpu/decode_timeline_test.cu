@@ -149,6 +149,8 @@ TEST(DecodeTimeline, DISABLED_Lab) {
   load.materialize_synthetic = false;
   const char* kOps[] = {"qkv", "attention", "o", "gate_up", "down"};
   constexpr int kColumns = 12;
+  // An SM is late when its last CTA started within this much of the launch's last start.
+  constexpr uint64_t kLateWindowNs = 1000;
   const char* kColumnNames[kColumns] = {"start", "start_l", "rel",  "rel_l", "m0_l",  "m1_l",
                                         "m2_l",  "m3_l",    "m4_l", "m5_l",  "end_l", "end"};
   std::printf("[bench] us after the predecessor's end (_l: last CTA; end: first CTA's end); %s\n", kMarkNames);
@@ -199,7 +201,7 @@ TEST(DecodeTimeline, DISABLED_Lab) {
               auto& [sms, ends] = by_ctas[op][k.sm_ctas(sm)];
               ++sms;
               ends += (static_cast<double>(k.sm_end(sm)) - prev_end) * 1e-3;
-              if (k.sm_last_start(sm) + 1000 < k.last_start()) continue;  // not late
+              if (k.sm_last_start(sm) + kLateWindowNs < k.last_start()) continue;
               ++late_sms[op];
               if (pred.sm_ctas(sm) == 0) continue;
               if (pred.sm_end(sm) > k.sm_last_start(sm)) {
@@ -229,9 +231,9 @@ TEST(DecodeTimeline, DISABLED_Lab) {
           std::printf("  %d: %.1f, %.2f", ctas, static_cast<double>(sm_ends.first) / launches[op],
                       sm_ends.second / sm_ends.first);
         std::printf("\n");
-        std::printf("[bench] %-13s %5d %-9s late SMs (last start within 1 us of the launch's): %.1f; beside the "
+        std::printf("[bench] %-13s %5d %-9s late SMs (last start within %.1f us of the launch's): %.1f; beside the "
                     "predecessor's CTAs: %.1f; after them: %.1f, %.2f us after their end\n",
-                    shape, batch, kOps[op], static_cast<double>(late_sms[op]) / launches[op],
+                    shape, batch, kOps[op], kLateWindowNs * 1e-3, static_cast<double>(late_sms[op]) / launches[op],
                     static_cast<double>(late_beside_prev[op]) / launches[op],
                     static_cast<double>(late_after_prev[op]) / launches[op],
                     late_after_prev[op] > 0 ? late_delay_us[op] / late_after_prev[op] : 0.0);
