@@ -1410,6 +1410,14 @@ Status launch_warp_shape(cudaLaunchConfig_t config, const PackedWeight& w, const
         warp_stages > 2 * Shallow::kStages)
       return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Deep::kStages>(
           config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
+    // A grid of one to two such CTAs an SM stacks two on most SMs, at 102 KB each with four stages:
+    // no room is left for the next kernel's early CTAs (a 51 KB decode attention CTA after the 1B
+    // QKV projection), which then start only as these leave. Three stages (77 KB) leave room for
+    // one, and a third of these CTAs still does not fit. Only where the prologue covers the whole K
+    // loop (at most four stages a warp). 1B batch 1 +1.5% (bench/results/dev/ab/s33/).
+    if (grid > limits.sm_count && grid <= 2 * limits.sm_count && warp_stages <= Shallow::kStages)
+      return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Shallow::kStages - 1>(
+          config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
   }
   return launch_warp_pipeline<T, MT, RT, WARPS, Epilogue, Shallow::kStages>(
       config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
