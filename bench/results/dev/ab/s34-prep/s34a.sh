@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Prepared in session 33: the 1B down projection's deep ring with its activation stages sized by the
+# launch's tokens (x-by-m-deep.patch). Session 33 (../s33/) found the 1B batch-1 QKV projection's late
+# CTAs starting only once the down projection's CTAs leave their SMs (83 of 91 late SMs, 0.38 us
+# after), and the down projection's own late CTAs only once the gate/up CTAs leave (80 of 80). The
+# down projection's one-token deep CTA (8 stages, one an SM: 128 CTAs) takes 204 KB, of which 63 KB
+# are activation rows for 8 tokens where one is used; sized by m it takes 140 KB, which leaves room
+# for one 77 KB QKV CTA beside it (its two prologue weight stages in flight before the wait), and
+# lets it start beside one gate/up CTA (56 KB) instead of none. One deep CTA an SM whatever its size,
+# so none of its own launch stack (what lost in s33c, where every one-token CTA took less). Same bits.
+# No 8B launch takes the deep ring at these lengths (its one-token grids exceed one CTA an SM).
+# Predicted 1B +0.5-1.5%, 8B even. Then the timeline with the patch, for the 1B lines.
+# Usage (GPU machine, carry .deps .commit .gpu-models): OUT=$OUT bash bench/results/dev/ab/s34-prep/s34a.sh
+set -uo pipefail
+mkdir -p "$OUT"
+AB_TESTS="skinny_gemm fused_engine" OUT=$OUT timeout 420 \
+    bash scripts/gpu-ab-patch.sh deep=bench/results/dev/ab/s34-prep/x-by-m-deep.patch \
+    -- llama-3.2-1b:3 llama-3.1-8b:1 2>&1 | grep -v "^== llama"
+patch -p1 --forward < bench/results/dev/ab/s34-prep/x-by-m-deep.patch > /dev/null || exit 1
+bash scripts/gpu-build.sh gpu_decode_timeline_test > /dev/null 2>&1 || { echo "build failed"; exit 1; }
+timeout 150 bash scripts/gpu-timeline.sh "$OUT/tl-deep.txt" > /dev/null
+grep -E "llama-3.2-1b +1 " "$OUT/tl-deep.txt"
+patch -R -p1 < bench/results/dev/ab/s34-prep/x-by-m-deep.patch > /dev/null
