@@ -13,6 +13,11 @@
 # Usage (GPU machine, carry .deps .commit .gpu-models): OUT=$OUT bash bench/results/dev/ab/s34-prep/s34a.sh
 set -uo pipefail
 mkdir -p "$OUT"
+# The tree's two one-tile bit tests first (moved onto one helper after session 33's device time).
+bash scripts/gpu-build.sh gpu_skinny_gemm_test > /dev/null 2>&1 || echo "skinny GEMM test: build failed"
+echo "== base skinny_gemm (three stages, deep ring)"
+timeout 60 build-gpu/tests/gpu_skinny_gemm_test --gtest_filter='*KeepsATokensBits*' 2>&1 |
+    grep -E "^\[  (FAILED|PASSED) |Failure" -A3 | head -8
 AB_TESTS="skinny_gemm fused_engine" OUT=$OUT timeout 420 \
     bash scripts/gpu-ab-patch.sh deep=bench/results/dev/ab/s34-prep/x-by-m-deep.patch \
     -- llama-3.2-1b:3 llama-3.1-8b:1 2>&1 | grep -v "^== llama"
