@@ -137,7 +137,8 @@ constexpr const char* kMarkNames =
 // Lab: batch 1 and batch 16, prompt 512 (FUSELM_TIMELINE_PROMPT: another length, e.g. the 128 tokens
 // of the bench's throughput scenario), the mean over 16 steps and over the layers of each step of, per kind of
 // kernel: when its first and last CTA start, are released from the wait, reach each mark (the
-// last CTA), and end (last, then first), relative to its predecessor's end. Then, per kind of kernel,
+// last CTA), and end (last, then first), relative to its predecessor's end; the LM head as a sixth
+// kind, and the embedding's own time. Then, per kind of kernel,
 // its SMs by how many of its CTAs each ran: how many SMs (per launch) and when the last CTA on them
 // ended, on average; and its late SMs (the last CTA there started within the launch's last
 // microsecond of starts): how many (per launch), on how many the late CTA started beside a CTA of
@@ -147,7 +148,9 @@ TEST(DecodeTimeline, DISABLED_Lab) {
   FUSELM_REQUIRE_GPU();
   LoadOptions load;
   load.materialize_synthetic = false;
-  const char* kOps[] = {"qkv", "attention", "o", "gate_up", "down"};
+  // The layers' five kinds, then the LM head (after the last layer's down projection).
+  constexpr int kKinds = 6;
+  const char* kOps[kKinds] = {"qkv", "attention", "o", "gate_up", "down", "lm_head"};
   constexpr int kColumns = 12;
   // An SM is late when its last CTA started within this much of the launch's last start.
   constexpr uint64_t kLateWindowNs = 1000;
@@ -167,20 +170,23 @@ TEST(DecodeTimeline, DISABLED_Lab) {
     for (int batch : {1, 16}) {
       const int layers = model->config.num_layers;
       const auto steps = traced_steps(*model, prompt_tokens, 16, batch);
-      double sum[5][kColumns] = {}, step_us = 0;
-      int count[5][kColumns] = {};
+      double sum[kKinds][kColumns] = {}, step_us = 0, embedding_us = 0;
+      int count[kKinds][kColumns] = {};
       // Per kind of kernel and CTAs an SM: SMs seen and the sum of their last ends (us after the predecessor's).
-      std::map<int, std::pair<int64_t, double>> by_ctas[5];
+      std::map<int, std::pair<int64_t, double>> by_ctas[kKinds];
       // Per kind of kernel: late SMs; those where the late CTA started beside the predecessor's, and
       // after them, with the sum of its delay after the predecessor's last end there (us).
-      int64_t late_sms[5] = {}, late_beside_prev[5] = {}, late_after_prev[5] = {};
-      double late_delay_us[5] = {};
-      int64_t launches[5] = {};
+      int64_t late_sms[kKinds] = {}, late_beside_prev[kKinds] = {}, late_after_prev[kKinds] = {};
+      double late_delay_us[kKinds] = {};
+      int64_t launches[kKinds] = {};
       for (const std::vector<KernelTrace>& t : steps) {
         step_us += (t.back().end() - t.front().start) * 1e-3;
+        embedding_us += (t.front().end() - t.front().start) * 1e-3;
         for (int l = 0; l < layers; ++l) {
-          for (int op = 0; op < 5; ++op) {
-            const int i = fused_decode_trace_slot(l, static_cast<FusedTraceOp>(op));
+          for (int op = 0; op < kKinds; ++op) {
+            if (op == kKinds - 1 && l != layers - 1) continue;  // one LM head a step
+            const int i = op == kKinds - 1 ? fused_decode_trace_head_slot(layers)
+                                           : fused_decode_trace_slot(l, static_cast<FusedTraceOp>(op));
             const KernelTrace& k = t[static_cast<size_t>(i)];
             if (k.start == KernelTrace::kUnset) continue;  // not launched (the one-launch FFN has no down)
             int prev = i - 1;
@@ -215,7 +221,7 @@ TEST(DecodeTimeline, DISABLED_Lab) {
           }
         }
       }
-      for (int op = 0; op < 5; ++op) {
+      for (int op = 0; op < kKinds; ++op) {
         std::printf("[bench] %-13s %5d %-9s", shape, batch, kOps[op]);
         for (int c = 0; c < kColumns; ++c) {
           if (count[op][c] > 0)
@@ -225,7 +231,9 @@ TEST(DecodeTimeline, DISABLED_Lab) {
         }
         std::printf(" %8.1f\n", step_us / steps.size());
       }
-      for (int op = 0; op < 5; ++op) {
+      std::printf("[bench] %-13s %5d embedding: %.2f us from its first CTA's start to its last CTA's end\n", shape,
+                  batch, embedding_us / steps.size());
+      for (int op = 0; op < kKinds; ++op) {
         std::printf("[bench] %-13s %5d %-9s CTAs an SM: SMs, their last end:", shape, batch, kOps[op]);
         for (const auto& [ctas, sm_ends] : by_ctas[op])
           std::printf("  %d: %.1f, %.2f", ctas, static_cast<double>(sm_ends.first) / launches[op],
