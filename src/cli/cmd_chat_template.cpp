@@ -6,6 +6,7 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "model/json_util.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -21,8 +22,10 @@ struct ChatTemplateArgs {
 
 int run_chat_template(const ChatTemplateArgs& args) {
   nlohmann::ordered_json doc;
+  const std::string text = read_text_file(args.messages_path);
+  check_json_depth(text, str_cat("--messages file '", args.messages_path, "'"));
   try {
-    doc = nlohmann::ordered_json::parse(read_text_file(args.messages_path));
+    doc = nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail("--messages file '", args.messages_path, "' is not valid JSON: ", e.what());
   }

@@ -147,7 +147,11 @@ RopeConfig parse_rope(const ConfigReader& r) {
     rope.factor = static_cast<float>(required_param("factor", type));
     rope.low_freq_factor = static_cast<float>(required_param("low_freq_factor", type));
     rope.high_freq_factor = static_cast<float>(required_param("high_freq_factor", type));
-    rope.original_max_position = static_cast<int>(required_param("original_max_position_embeddings", type));
+    const double original = required_param("original_max_position_embeddings", type);
+    // Checked before the conversion: a double outside int's range does not convert.
+    FUSELM_CHECK(original >= 1 && original <= INT32_MAX, r.path(), ": '", where,
+                 ".original_max_position_embeddings' = ", original, " is out of range");
+    rope.original_max_position = static_cast<int>(original);
   } else {
     fail(r.path(), ": rope type '", type, "' is not supported (supported: default, linear, llama3)");
   }

@@ -7,7 +7,30 @@
 
 namespace fuselm {
 
+void check_json_depth(std::string_view text, const std::string& where) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      FUSELM_CHECK(++depth <= kMaxJsonDepth, where, ": JSON nested more than ", kMaxJsonDepth,
+                   " levels deep at byte ", i, "; no real file nests this deep, the file is corrupt");
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+}
+
 nlohmann::json parse_json_text(std::string_view text, const std::string& where) {
+  check_json_depth(text, where);
   try {
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& e) {

@@ -12,6 +12,11 @@ namespace fuselm {
 
 namespace {
 
+// Bounds on the limits, for the flags and for plan files alike: the bucket lists double up to them
+// in int, which a limit above 2^30 would overflow.
+constexpr int kMaxBatchLimit = 65535;
+constexpr int kMaxPrefillTokensLimit = 1 << 20;
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 bool is_known(std::span<const std::string_view> names, std::string_view name) {
@@ -134,9 +139,10 @@ std::string model_fingerprint(const PlanModel& m, DType dtype) {
 }
 
 PlanLimits make_plan_limits(const ModelConfig& config, int max_batch, int max_prefill_tokens, int max_seq_len) {
-  FUSELM_CHECK(max_batch >= 1 && max_batch <= 65535, "--max-batch must be between 1 and 65535, got ", max_batch);
-  FUSELM_CHECK(max_prefill_tokens >= 1 && max_prefill_tokens <= (1 << 20),
-               "--max-prefill-tokens must be between 1 and ", 1 << 20, ", got ", max_prefill_tokens);
+  FUSELM_CHECK(max_batch >= 1 && max_batch <= kMaxBatchLimit, "--max-batch must be between 1 and ", kMaxBatchLimit,
+               ", got ", max_batch);
+  FUSELM_CHECK(max_prefill_tokens >= 1 && max_prefill_tokens <= kMaxPrefillTokensLimit,
+               "--max-prefill-tokens must be between 1 and ", kMaxPrefillTokensLimit, ", got ", max_prefill_tokens);
   FUSELM_CHECK(max_seq_len >= 0, "--max-seq-len must be >= 0 (0 = the model's context), got ", max_seq_len);
   PlanLimits l;
   l.max_batch = max_batch;
@@ -301,6 +307,9 @@ void validate_plan(const Plan& plan, const std::string& where) {
   const PlanLimits& l = plan.limits;
   check(l.max_batch >= 1 && l.max_prefill_tokens >= 1 && l.max_seq_len >= 1, "limits must be positive (max_batch ",
         l.max_batch, ", max_prefill_tokens ", l.max_prefill_tokens, ", max_seq_len ", l.max_seq_len, ")");
+  check(l.max_batch <= kMaxBatchLimit && l.max_prefill_tokens <= kMaxPrefillTokensLimit, "limits exceed what "
+        "fuselm plans for (max_batch ", l.max_batch, " of at most ", kMaxBatchLimit, ", max_prefill_tokens ",
+        l.max_prefill_tokens, " of at most ", kMaxPrefillTokensLimit, ")");
   check(plan.kv_block_size >= 1 && plan.kv_block_size <= 1024 && (plan.kv_block_size & (plan.kv_block_size - 1)) == 0,
         "kv_block_size ", plan.kv_block_size, " is not a power of two between 1 and 1024");
 
@@ -359,7 +368,7 @@ void validate_plan(const Plan& plan, const std::string& where) {
   }
   check(a.split_tokens > 0 && a.split_tokens % plan.kv_block_size == 0, "decode.attention.split_tokens ",
         a.split_tokens, " is not a positive multiple of the KV block size ", plan.kv_block_size);
-  check(a.split_tokens / plan.kv_block_size + 1 <= kDecodeMaxSplitBlocks, "decode.attention.split_tokens ",
+  check(a.split_tokens / plan.kv_block_size < kDecodeMaxSplitBlocks, "decode.attention.split_tokens ",
         a.split_tokens, " spans more than ", kDecodeMaxSplitBlocks - 1, " KV blocks of ", plan.kv_block_size,
         " tokens; use at most ", (kDecodeMaxSplitBlocks - 1) * plan.kv_block_size);
   for (const SplitTiming& t : a.timings)

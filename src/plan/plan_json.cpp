@@ -361,6 +361,7 @@ Plan load_plan_file(const std::string& path) {
   const std::string wrong = describe_wrong_file(path, std::string_view(text).substr(0, 4096), text.size(),
                                                 "a fuselm plan (JSON)", FileKind::Text);
   FUSELM_CHECK(wrong.empty(), wrong);
+  check_json_depth(text, where);
   json j;
   try {
     j = json::parse(text);

@@ -17,6 +17,17 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
+// The template ships inside the model's files, so it is untrusted input. Parsing, evaluating and
+// freeing recurse once per level of nesting, and a few operators can build huge values from a
+// short template: these bounds turn "(((((..." or range(10**12) into an Error, not a crash. Real
+// templates nest a few levels and build prompts of kilobytes.
+constexpr int kMaxNesting = 64;                      // ( [ { not - in an expression; {% if/for %} blocks
+constexpr size_t kMaxExpressionTokens = 1024;        // bounds the depth of a left-nested a + b + c ...
+constexpr int kMaxValueDepth = 512;                  // lists/dicts a {% set %} stores
+constexpr int64_t kMaxRangeItems = 100000;           // Jinja's sandbox, which HF renders in, has the same
+constexpr size_t kMaxStringBytes = size_t{1} << 24;  // any string a template builds, and its output
+constexpr size_t kMaxListItems = size_t{1} << 20;    // any list a template builds
+
 // ---------------------------------------------------------------------------------------------
 // Values: JSON plus Jinja's "undefined".
 
@@ -148,6 +159,35 @@ void dump_python_json(const Json& j, int indent, int depth, std::string& out) {
 
 bool is_number(const Json& j) { return j.is_number(); }
 
+// Nesting depth of a value, counted no further than `limit` + 1 (so the recursion stays bounded).
+int value_depth(const Json& j, int limit) {
+  if (!j.is_structured()) return 0;
+  int deepest = 0;
+  if (limit > 0)
+    for (const Json& child : j) deepest = std::max(deepest, value_depth(child, limit - 1));
+  return 1 + deepest;
+}
+
+void check_string_size(size_t bytes, int line) {
+  if (bytes > kMaxStringBytes)
+    template_error(line, str_cat("the template builds a string of ", bytes, " bytes, more than the ", kMaxStringBytes,
+                                 " supported"));
+}
+
+void check_list_size(size_t items, int line) {
+  if (items > kMaxListItems)
+    template_error(line, str_cat("the template builds a list of ", items, " items, more than the ", kMaxListItems,
+                                 " supported"));
+}
+
+// An integer argument of a filter or function, in [lo, hi].
+int64_t int_arg(const Json& j, int64_t lo, int64_t hi, const std::string& what, int line) {
+  if (!j.is_number_integer() || (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(hi)) ||
+      j.get<int64_t>() < lo || j.get<int64_t>() > hi)
+    template_error(line, str_cat(what, " must be an integer in [", lo, ", ", hi, "], found ", to_str(j, true)));
+  return j.get<int64_t>();
+}
+
 bool values_equal(const Value& a, const Value& b) {
   if (a.undefined || b.undefined) return a.undefined == b.undefined;
   if (is_number(a.j) && is_number(b.j) && !a.j.is_boolean() && !b.j.is_boolean())
@@ -218,8 +258,8 @@ std::vector<Token> lex_expression(std::string_view s, int line) {
             case '\'': value += '\''; break;
             case '"': value += '"'; break;
             case 'u':
-              if (i + 4 < s.size()) {
-                uint32_t cp = std::stoul(std::string(s.substr(i + 1, 4)), nullptr, 16);
+              if (uint32_t cp = 0; i + 4 < s.size() &&
+                                   std::from_chars(s.data() + i + 1, s.data() + i + 5, cp, 16).ptr == s.data() + i + 5) {
                 utf8::append(value, cp);
                 i += 4;
                 break;
@@ -253,6 +293,9 @@ std::vector<Token> lex_expression(std::string_view s, int line) {
     }
     if (!matched) template_error(line, str_cat("unexpected character '", c, "' in expression"));
   }
+  if (out.size() > kMaxExpressionTokens)
+    template_error(line, str_cat("expression of ", out.size(), " tokens, more than the ", kMaxExpressionTokens,
+                                 " supported"));
   out.push_back({Token::Kind::kEnd, ""});
   return out;
 }
@@ -289,6 +332,16 @@ class ExprParser {
   }
 
  private:
+  // Counts the parser's recursion into nested sub-expressions for as long as it lives.
+  struct Nested {
+    explicit Nested(ExprParser& p) : p_(p) {
+      if (++p_.depth_ > kMaxNesting)
+        template_error(p_.line_, str_cat("expression nested more than ", kMaxNesting, " levels deep"));
+    }
+    ~Nested() { --p_.depth_; }
+    ExprParser& p_;
+  };
+
   ExprPtr make(Expr::Kind k) {
     auto e = std::make_unique<Expr>();
     e->kind = k;
@@ -304,6 +357,7 @@ class ExprParser {
   }
 
   ExprPtr parse_ternary() {
+    Nested nested(*this);
     ExprPtr value = parse_or();
     if (accept_name("if")) {
       auto e = make(Expr::Kind::kTernary);
@@ -328,6 +382,7 @@ class ExprParser {
   }
   ExprPtr parse_not() {
     if (accept_name("not")) {
+      Nested nested(*this);
       auto e = make(Expr::Kind::kUnary);
       e->name = "not";
       e->args.push_back(parse_not());
@@ -389,12 +444,16 @@ class ExprParser {
   }
   ExprPtr parse_unary() {
     if (accept_op("-")) {
+      Nested nested(*this);
       auto e = make(Expr::Kind::kUnary);
       e->name = "-";
       e->args.push_back(parse_unary());
       return e;
     }
-    if (accept_op("+")) return parse_unary();
+    if (accept_op("+")) {
+      Nested nested(*this);
+      return parse_unary();
+    }
     return parse_filters(parse_postfix(parse_primary()));
   }
   ExprPtr parse_primary() {
@@ -413,13 +472,20 @@ class ExprParser {
         auto e = make(Expr::Kind::kLiteral);
         std::string digits = tok.text;
         std::erase(digits, '_');
-        e->literal = static_cast<int64_t>(std::stoll(digits));
+        int64_t value = 0;
+        auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+        if (ec != std::errc() || end != digits.data() + digits.size())
+          template_error(line_, str_cat("integer literal ", tok.text, " does not fit in 64 bits"));
+        e->literal = value;
         return e;
       }
       case Token::Kind::kFloat: {
         ++i_;
         auto e = make(Expr::Kind::kLiteral);
-        e->literal = std::stod(tok.text);
+        double value = 0;
+        auto [end, ec] = std::from_chars(tok.text.data(), tok.text.data() + tok.text.size(), value);
+        if (ec != std::errc()) template_error(line_, str_cat("float literal ", tok.text, " is out of range"));
+        e->literal = value;
         return e;
       }
       case Token::Kind::kName: {
@@ -509,6 +575,7 @@ class ExprParser {
           break;
         }
         expect_op("]");
+        if (!slice && !parts[0]) template_error(line_, "empty subscript '[]'");  // the key would be evaluated
         auto x = make(slice ? Expr::Kind::kSlice : Expr::Kind::kIndex);
         x->args.push_back(std::move(e));
         for (auto& p : parts) x->args.push_back(std::move(p));
@@ -553,6 +620,7 @@ class ExprParser {
   std::vector<Token> t_;
   size_t i_ = 0;
   int line_;
+  int depth_ = 0;
 };
 
 }  // namespace
@@ -617,8 +685,9 @@ std::vector<Segment> segment(const std::string& src) {
       text.erase(text.find_last_not_of(" \t\r\n") == std::string::npos ? 0 : text.find_last_not_of(" \t\r\n") + 1);
     } else if (kind != '{' && !keep_before) {
       // lstrip_blocks: drop the spaces and tabs between a line start and a block or comment tag.
-      size_t last_newline = src.rfind('\n', open == 0 ? 0 : open - 1);
-      size_t line_begin = last_newline == std::string::npos || last_newline < at ? at : last_newline + 1;
+      // Only a newline since `at` matters; searching further back made long one-line templates quadratic.
+      size_t last_newline = std::string_view(src).substr(at, open - at).rfind('\n');
+      size_t line_begin = last_newline == std::string::npos ? at : at + last_newline + 1;
       bool at_line_start = line_begin > at || at == 0 || src[at - 1] == '\n';
       if (at_line_start && src.find_first_not_of(" \t", line_begin) >= open)
         text.resize(text.size() - std::min(text.size(), open - line_begin));
@@ -669,6 +738,7 @@ class TemplateParser {
       if (seg.kind == Segment::Kind::kText) {
         auto n = std::make_unique<Node>();
         n->kind = Node::Kind::kText;
+        n->line = seg.line;
         n->text = seg.content;
         body->children.push_back(std::move(n));
         ++i_;
@@ -692,6 +762,12 @@ class TemplateParser {
 
   NodePtr parse_statement(const std::string& kw) {
     const Segment& seg = s_[i_];
+    if (depth_ >= kMaxNesting) template_error(seg.line, str_cat("blocks nested more than ", kMaxNesting, " levels deep"));
+    ++depth_;
+    struct Leave {
+      int& depth;
+      ~Leave() { --depth; }
+    } leave{depth_};
     ExprParser p(lex_expression(seg.content, seg.line), seg.line);
     p.expect_identifier();  // the keyword
     auto n = std::make_unique<Node>();
@@ -757,6 +833,7 @@ class TemplateParser {
  private:
   std::vector<Segment> s_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -771,8 +848,14 @@ class Renderer {
       case Node::Kind::kBody:
         for (const auto& c : n.children) render(*c, out);
         break;
-      case Node::Kind::kText: out += n.text; break;
-      case Node::Kind::kOutput: out += to_str(eval(*n.expr)); break;
+      case Node::Kind::kText:
+        out += n.text;
+        check_string_size(out.size(), n.line);
+        break;
+      case Node::Kind::kOutput:
+        out += to_str(eval(*n.expr));
+        check_string_size(out.size(), n.line);
+        break;
       case Node::Kind::kIf:
         for (size_t k = 0; k < n.conditions.size(); ++k)
           if (truthy(eval(*n.conditions[k]))) {
@@ -784,6 +867,9 @@ class Renderer {
       case Node::Kind::kFor: render_for(n, out); break;
       case Node::Kind::kSet: {
         Value v = eval(*n.expr);
+        // Values only grow from one loop iteration to the next through {% set %}.
+        if (value_depth(v.j, kMaxValueDepth) > kMaxValueDepth)
+          template_error(n.line, str_cat("{% set %} stores a value nested more than ", kMaxValueDepth, " levels deep"));
         if (n.text.empty()) {
           scopes_.back()[n.targets[0]] = v.j;
         } else {
@@ -904,7 +990,12 @@ class Renderer {
         Value v = eval(*e.args[0]);
         if (e.name == "not") return {Json(!truthy(v))};
         if (v.j.is_number_float()) return {Json(-v.j.get<double>())};
-        if (v.j.is_number()) return {Json(-v.j.get<int64_t>())};
+        if (v.j.is_number()) {
+          int64_t r = 0;
+          if (__builtin_sub_overflow(int64_t{0}, int_arg(v.j, INT64_MIN, INT64_MAX, "an operand", e.line), &r))
+            template_error(e.line, "integer overflow in unary minus");
+          return {Json(r)};
+        }
         template_error(e.line, "unary minus needs a number, found " + to_str(v));
       }
       case Expr::Kind::kBinary: return binary(e);
@@ -940,7 +1031,7 @@ class Renderer {
       if (!e.args[k]) return std::nullopt;
       Value v = eval(*e.args[k]);
       if (v.j.is_null() || v.undefined) return std::nullopt;
-      return v.j.get<int64_t>();
+      return int_arg(v.j, INT64_MIN, INT64_MAX, "a slice bound", e.line);
     };
     std::optional<int64_t> start = bound(1), stop = bound(2), step_opt = bound(3);
     int64_t step = step_opt.value_or(1);
@@ -962,11 +1053,13 @@ class Renderer {
     };
     Json result = Json::array();
     std::string s;
+    // A step past the end stops at the end: i + step could overflow.
     if (step > 0) {
-      for (int64_t i = clamp(start, 0, 0, n), end = clamp(stop, n, 0, n); i < end; i += step)
+      for (int64_t i = clamp(start, 0, 0, n), end = clamp(stop, n, 0, n); i < end; i = step >= end - i ? end : i + step)
         is_string ? void(s += items[i].get<std::string>()) : result.push_back(items[i]);
     } else {
-      for (int64_t i = clamp(start, n - 1, -1, n - 1), end = clamp(stop, -1, -1, n - 1); i > end; i += step)
+      for (int64_t i = clamp(start, n - 1, -1, n - 1), end = clamp(stop, -1, -1, n - 1); i > end;
+           i = step <= end - i ? end : i + step)
         is_string ? void(s += items[i].get<std::string>()) : result.push_back(items[i]);
     }
     return is_string ? Value{Json(s)} : Value{result};
@@ -999,17 +1092,25 @@ class Renderer {
       }
       if (callee.name == "range") {
         auto args = positional(e, 1);
+        auto arg = [&](size_t k) { return int_arg(args[k].j, INT64_MIN, INT64_MAX, "a range() argument", e.line); };
         int64_t start = 0, stop = 0, step = 1;
         if (args.size() == 1) {
-          stop = args[0].j.get<int64_t>();
+          stop = arg(0);
         } else if (args.size() >= 2) {
-          start = args[0].j.get<int64_t>();
-          stop = args[1].j.get<int64_t>();
-          if (args.size() == 3) step = args[2].j.get<int64_t>();
+          start = arg(0);
+          stop = arg(1);
+          if (args.size() == 3) step = arg(2);
         }
         if (step == 0) template_error(e.line, "range() step cannot be zero");
+        // Counted in 128 bits: stop - start can overflow 64.
+        const __int128 span = step > 0 ? __int128{stop} - start : __int128{start} - stop;
+        const __int128 abs_step = step > 0 ? __int128{step} : -__int128{step};
+        const __int128 count = span <= 0 ? 0 : (span + abs_step - 1) / abs_step;
+        if (count > kMaxRangeItems)
+          template_error(e.line, str_cat("range() of more than ", kMaxRangeItems, " items (Jinja's sandbox refuses "
+                                         "them too)"));
         Json r = Json::array();
-        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) r.push_back(i);
+        for (int64_t k = 0; k < static_cast<int64_t>(count); ++k) r.push_back(static_cast<int64_t>(start + k * __int128{step}));
         return {r};
       }
       if (callee.name == "strftime_now") {
@@ -1048,7 +1149,7 @@ class Renderer {
       if (m == "endswith") return {Json(s.ends_with(arg_str(0)))};
       if (m == "upper" || m == "lower") return {Json(change_case(s, m == "upper"))};
       if (m == "title" || m == "capitalize") return {Json(title_case(s, m == "title"))};
-      if (m == "replace") return {Json(replace_all(s, arg_str(0), arg_str(1)))};
+      if (m == "replace") return {Json(replace_all(s, arg_str(0), arg_str(1), e.line))};
       if (m == "find") return {Json(static_cast<int64_t>(s.find(arg_str(0)) == std::string::npos ? -1 : s.find(arg_str(0))))};
       if (m == "split") return {Json(split(s, args.empty() || args[0].j.is_null() ? std::string() : arg_str(0)))};
     }
@@ -1085,11 +1186,14 @@ class Renderer {
     }
     return s;
   }
-  static std::string replace_all(const std::string& s, const std::string& from, const std::string& to) {
+  static std::string replace_all(const std::string& s, const std::string& from, const std::string& to, int line) {
     if (from.empty()) return s;
     std::string out;
     size_t at = 0;
-    for (size_t hit; (hit = s.find(from, at)) != std::string::npos; at = hit + from.size()) out += s.substr(at, hit - at) + to;
+    for (size_t hit; (hit = s.find(from, at)) != std::string::npos; at = hit + from.size()) {
+      out += s.substr(at, hit - at) + to;
+      check_string_size(out.size(), line);
+    }
     return out + s.substr(at);
   }
   static Json split(const std::string& s, const std::string& sep) {
@@ -1133,8 +1237,10 @@ class Renderer {
     }
     if (f == "tojson") {
       int indent = -1;
-      if (auto k = kwarg(e, "indent"); k && k->j.is_number()) indent = k->j.get<int>();
-      if (!args.empty() && args[0].j.is_number()) indent = args[0].j.get<int>();
+      if (auto k = kwarg(e, "indent"); k && k->j.is_number())
+        indent = static_cast<int>(int_arg(k->j, -1, 1024, "tojson's indent", e.line));
+      if (!args.empty() && args[0].j.is_number())
+        indent = static_cast<int>(int_arg(args[0].j, -1, 1024, "tojson's indent", e.line));
       std::string out;
       dump_python_json(v.j, indent, 0, out);
       return {Json(out)};
@@ -1163,11 +1269,20 @@ class Renderer {
       std::string sep = args.empty() ? "" : to_str(args[0]);
       std::string out;
       if (v.j.is_array())
-        for (size_t k = 0; k < v.j.size(); ++k) out += (k ? sep : "") + to_str(v.j[k]);
+        for (size_t k = 0; k < v.j.size(); ++k) {
+          out += (k ? sep : "") + to_str(v.j[k]);
+          check_string_size(out.size(), e.line);
+        }
       return {Json(out)};
     }
     if (f == "int") {
-      if (v.j.is_number()) return {Json(static_cast<int64_t>(v.j.get<double>()))};
+      if (v.j.is_number_integer()) return v;
+      if (v.j.is_number()) {
+        // Truncation toward zero, for values a 64-bit integer holds (the conversion of others is undefined).
+        const double d = v.j.get<double>();
+        if (!(d > -9.2e18 && d < 9.2e18)) template_error(e.line, str_cat("int of ", python_float(d), " is out of range"));
+        return {Json(static_cast<int64_t>(d))};
+      }
       if (v.j.is_string()) {
         int64_t x = 0;
         auto s = v.j.get<std::string>();
@@ -1177,7 +1292,10 @@ class Renderer {
       return {Json(0)};
     }
     if (f == "float") return {Json(v.j.is_number() ? v.j.get<double>() : 0.0)};
-    if (f == "abs") return {v.j.is_number_float() ? Json(std::fabs(v.j.get<double>())) : Json(std::llabs(v.j.get<int64_t>()))};
+    if (f == "abs") {
+      if (v.j.is_number_float()) return {Json(std::fabs(v.j.get<double>()))};
+      return {Json(std::llabs(int_arg(v.j, -INT64_MAX, INT64_MAX, "abs's argument", e.line)))};
+    }
     if (f == "list") {
       if (v.j.is_array()) return v;
       Json r = Json::array();
@@ -1195,7 +1313,7 @@ class Renderer {
     }
     if (f == "replace") {
       if (args.size() < 2) template_error(e.line, "replace needs two arguments");
-      return {Json(replace_all(to_str(v), to_str(args[0]), to_str(args[1])))};
+      return {Json(replace_all(to_str(v), to_str(args[0]), to_str(args[1]), e.line))};
     }
     if (f == "selectattr" || f == "rejectattr") {
       if (args.empty()) template_error(e.line, f + " needs an attribute name");
@@ -1234,8 +1352,9 @@ class Renderer {
       return {r};
     }
     if (f == "indent") {
-      int width = args.empty() ? 4 : args[0].j.get<int>();
+      const int width = args.empty() ? 4 : static_cast<int>(int_arg(args[0].j, 0, 1024, "indent's width", e.line));
       std::string s = to_str(v), pad(static_cast<size_t>(width), ' '), out;
+      check_string_size(s.size() + static_cast<size_t>(std::count(s.begin(), s.end(), '\n')) * pad.size(), e.line);
       for (size_t k = 0; k < s.size(); ++k) {
         out += s[k];
         if (s[k] == '\n' && k + 1 < s.size()) out += pad;
@@ -1292,7 +1411,12 @@ class Renderer {
       return truthy(a) ? a : eval(*e.args[1]);
     }
     Value a = eval(*e.args[0]), b = eval(*e.args[1]);
-    if (op == "~") return {Json(to_str(a) + to_str(b))};
+    if (op == "~") {
+      std::string s = to_str(a);
+      const std::string right = to_str(b);
+      check_string_size(s.size() + right.size(), e.line);
+      return {Json(s + right)};
+    }
     if (op == "==") return {Json(values_equal(a, b))};
     if (op == "!=") return {Json(!values_equal(a, b))};
     if (op == "in" || op == "not in") {
@@ -1322,30 +1446,47 @@ class Renderer {
       return {Json(r)};
     }
     if (op == "+") {
-      if (a.j.is_string() && b.j.is_string()) return {Json(a.j.get<std::string>() + b.j.get<std::string>())};
+      if (a.j.is_string() && b.j.is_string()) {
+        check_string_size(a.j.get_ref<const std::string&>().size() + b.j.get_ref<const std::string&>().size(), e.line);
+        return {Json(a.j.get<std::string>() + b.j.get<std::string>())};
+      }
       if (a.j.is_array() && b.j.is_array()) {
+        check_list_size(a.j.size() + b.j.size(), e.line);
         Json r = a.j;
         for (const auto& x : b.j) r.push_back(x);
         return {r};
       }
     }
     if (op == "*" && a.j.is_string() && b.j.is_number_integer()) {
+      const std::string& s = a.j.get_ref<const std::string&>();
+      const int64_t times = std::max<int64_t>(int_arg(b.j, INT64_MIN, INT64_MAX, "a repeat count", e.line), 0);
+      if (!s.empty() && static_cast<uint64_t>(times) > kMaxStringBytes / s.size())
+        check_string_size(kMaxStringBytes + 1, e.line);
       std::string r;
-      for (int64_t k = 0; k < b.j.get<int64_t>(); ++k) r += a.j.get<std::string>();
+      for (int64_t k = 0; k < times && !s.empty(); ++k) r += s;
       return {Json(r)};
     }
     if (!a.j.is_number() || !b.j.is_number())
       template_error(e.line, "operator '" + op + "' cannot combine " + to_str(a.j, true) + " and " + to_str(b.j, true));
     const bool ints = a.j.is_number_integer() && b.j.is_number_integer();
     if (ints && op != "/") {
-      int64_t x = a.j.get<int64_t>(), y = b.j.get<int64_t>();
+      const int64_t x = int_arg(a.j, INT64_MIN, INT64_MAX, "an operand", e.line);
+      const int64_t y = int_arg(b.j, INT64_MIN, INT64_MAX, "an operand", e.line);
       if ((op == "//" || op == "%") && y == 0) template_error(e.line, "division by zero");
-      if (op == "+") return {Json(x + y)};
-      if (op == "-") return {Json(x - y)};
-      if (op == "*") return {Json(x * y)};
+      // Python's integers do not overflow; ours stop with an error instead of wrapping (or trapping,
+      // as INT64_MIN / -1 does on x86).
+      int64_t r = 0;
+      const bool overflow = op == "+"   ? __builtin_add_overflow(x, y, &r)
+                            : op == "-" ? __builtin_sub_overflow(x, y, &r)
+                            : op == "*" ? __builtin_mul_overflow(x, y, &r)
+                                        : x == INT64_MIN && y == -1;
+      if (overflow) template_error(e.line, str_cat("integer overflow in ", x, " ", op, " ", y));
+      if (op == "+" || op == "-" || op == "*") return {Json(r)};
       int64_t q = x / y - ((x % y != 0) && ((x < 0) != (y < 0)) ? 1 : 0);  // Python floors
       if (op == "//") return {Json(q)};
-      return {Json(x - q * y)};
+      int64_t m = x % y;  // takes the divisor's sign, as Python's; x - q * y could overflow
+      if (m != 0 && (m < 0) != (y < 0)) m += y;
+      return {Json(m)};
     }
     double x = a.j.get<double>(), y = b.j.get<double>();
     if (op == "+") return {Json(x + y)};
@@ -1373,7 +1514,12 @@ ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
 std::string ChatTemplate::render(const Json& context) const {
   Renderer r(context.is_object() ? context : Json::object());
   std::string out;
-  r.render(*root_, out);
+  try {
+    r.render(*root_, out);
+  } catch (const nlohmann::json::exception& e) {
+    // A value of the wrong type where the interpreter reads one (e.g. `'a' | abs`).
+    fail("chat template: ", e.what());
+  }
   return out;
 }
 

@@ -317,8 +317,9 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path) {
   }
   auto id_key = [&](const std::string& key) {
     int64_t id = optional_int(f, key, -1);
-    FUSELM_CHECK(id < static_cast<int64_t>(n), "GGUF file '", path, "': ", key, " = ", id, " is outside the ", n,
-                 "-token vocabulary");
+    // -1 means "none"; any other negative value would wrap into a token id when narrowed to int32.
+    FUSELM_CHECK(id >= -1 && id < static_cast<int64_t>(n), "GGUF file '", path, "': ", key, " = ", id,
+                 " is outside the ", n, "-token vocabulary");
     return static_cast<int32_t>(id);
   };
   v.bos = id_key("tokenizer.ggml.bos_token_id");

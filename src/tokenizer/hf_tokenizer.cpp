@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "model/json_util.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/internal.h"
 #include "tokenizer/regex.h"
@@ -321,6 +322,9 @@ class TokenizerJsonReader {
     return true;
   }
   void open(json&& container) {
+    if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth))
+      fail("tokenizer.json '", path_, "': JSON nested more than ", kMaxJsonDepth,
+           " levels deep; no real tokenizer nests this deep, the file is corrupt");
     stack_.push_back(place(std::move(container)));
     keys_.emplace_back();
   }
@@ -506,6 +510,9 @@ class HfTokenizer final : public Tokenizer {
     } else if (type == "Metaspace") {
       p.type = PreTokenizer::Type::kMetaspace;
       p.replacement = j.value("replacement", std::string("\xE2\x96\x81"));
+      // A character in the library; an empty one would split the text at every position forever.
+      FUSELM_CHECK(!p.replacement.empty(), "tokenizer.json '", path_, "': the Metaspace pre_tokenizer has an empty "
+                   "replacement; it must be one character (usually \"\xE2\x96\x81\")");
       p.split = j.value("split", true);
       std::string scheme = j.value("prepend_scheme", std::string(j.value("add_prefix_space", true) ? "always" : "never"));
       p.prepend = scheme == "first" ? PreTokenizer::Prepend::kFirst
@@ -602,9 +609,13 @@ class HfTokenizer final : public Tokenizer {
 
   void parse_added_tokens(const json& added) {
     for (const auto& t : added) {
-      int32_t id = t.at("id");
+      const json& id_value = t.at("id");
       std::string content = t.at("content");
-      FUSELM_CHECK(id >= 0, "tokenizer.json '", path_, "': added token \"", content, "\" has a negative id");
+      // The same bound as model.vocab's ids: the tables below are sized by the largest id.
+      FUSELM_CHECK(id_value.is_number_integer() && id_value.get<int64_t>() >= 0 && id_value.get<int64_t>() < (1 << 24),
+                   "tokenizer.json '", path_, "': added token \"", content, "\" has id ", id_value.dump(),
+                   ", expected 0..2^24-1; the file is corrupt");
+      const int32_t id = id_value.get<int32_t>();
       if (id >= static_cast<int32_t>(texts_.size())) {
         texts_.resize(id + 1);
         bytes_.resize(id + 1);
@@ -677,6 +688,9 @@ class HfTokenizer final : public Tokenizer {
     } else if (type == "Strip") {
       d.type = DecoderStep::Type::kStrip;
       d.content = j.at("content");
+      // A character in the library; stripping an empty one would loop `start` times per token.
+      FUSELM_CHECK(!d.content.empty(), "tokenizer.json '", path_, "': the Strip decoder has an empty content; it "
+                   "must be one character");
       d.start = j.value("start", 0);
       d.stop = j.value("stop", 0);
     } else {

@@ -83,6 +83,31 @@ TEST(LoaderErrors, UnsupportedArchitecture) {
   expect_error([&] { load_model((tmp.path() / "c").string()); }, {"neither 'architectures' nor 'model_type'"});
 }
 
+// Parsing is iterative, but printing the value in the error message recursed once per level: a
+// small config.json of "[[[[..." crashed the process.
+TEST(LoaderErrors, DeeplyNestedJsonIsAnError) {
+  TempDir tmp;
+  const auto dir = tmp.path() / "m";
+  write_model(dir, [](auto&, auto&) {});
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  test::write_bytes((dir / "config.json").string(), "{\"architectures\": " + deep + "}");
+  expect_error([&] { load_model(dir.string()); }, {"config.json", "nested more than 512 levels deep"});
+  // 512 levels are still read (and refused for what they hold, not for their depth).
+  const std::string ok = std::string(511, '[') + std::string(511, ']');
+  test::write_bytes((dir / "config.json").string(), "{\"architectures\": " + ok + "}");
+  expect_error([&] { load_model(dir.string()); }, {"'architectures' must be a list of names"});
+}
+
+TEST(LoaderErrors, RopeOriginalContextOutOfRange) {
+  TempDir tmp;
+  const auto dir = tmp.path() / "m";
+  write_model(dir, [](auto& c, auto&) {
+    c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 1e20}};
+  });
+  expect_error([&] { load_model(dir.string()); }, {"original_max_position_embeddings' = 1e+20 is out of range"});
+}
+
 TEST(LoaderErrors, TensorMissing) {
   TempDir tmp;
   const auto dir = tmp.path() / "m";

@@ -526,6 +526,31 @@ TEST_F(PlanFile, NotAPlan) {
   expect_error([&] { load_plan_file(dir_.file("missing.json")); }, {"not found", "fuselm tune"});
 }
 
+TEST_F(PlanFile, DeeplyNested) {
+  // Describing the value in the error message recursed once per level of "[[[[...".
+  json j = good_;
+  j["version"] = json::array();
+  std::string text = j.dump();
+  const size_t at = text.find("[]");
+  text.replace(at, 2, std::string(100000, '[') + std::string(100000, ']'));
+  expect_load_error(text, {"plan file", "nested more than 512 levels deep"});
+}
+
+// The decode and prefill bucket lists double up to the limit in int: above 2^30 they overflowed
+// and grew until memory ran out.
+TEST_F(PlanFile, HugeLimits) {
+  json j = good_;
+  j["limits"]["max_batch"] = 2147483647;
+  expect_load_error(j, {"limits exceed", "max_batch 2147483647 of at most 65535"});
+  j = good_;
+  j["limits"]["max_prefill_tokens"] = 2147483647;
+  expect_load_error(j, {"limits exceed", "max_prefill_tokens 2147483647 of at most 1048576"});
+  j = good_;
+  j["kv_block"]["tokens"] = 1;
+  j["decode"]["attention"]["split_tokens"] = 2147483647;
+  expect_load_error(j, {"split_tokens 2147483647 spans more than"});
+}
+
 TEST_F(PlanFile, WrongVersion) {
   json j = good_;
   j["version"] = 2;

@@ -91,6 +91,56 @@ TEST(ChatTemplate, UnsupportedConstructsAreNamed) {
   expect_named("{{ x is divisibleby(3) }}", "divisibleby");
 }
 
+// The template comes with the model's files: deep nesting, integer overflow and huge values must
+// end in an Error, not a stack overflow, a SIGFPE or an exhausted memory.
+TEST(ChatTemplate, HostileTemplatesAreErrors) {
+  auto expect_error = [](const std::string& source, const std::string& needle) {
+    try {
+      ChatTemplate(source).render(Json::object());
+      ADD_FAILURE() << source.substr(0, 80);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  expect_error("{{ " + repeat("(", 300) + "1" + repeat(")", 300) + " }}", "nested more than 64 levels");
+  expect_error("{{ " + repeat("not ", 300) + "1 }}", "nested more than 64 levels");
+  expect_error("{{ " + repeat("-", 300) + "1 }}", "nested more than 64 levels");
+  expect_error("{{ " + repeat("[", 300) + repeat("]", 300) + " }}", "nested more than 64 levels");
+  expect_error("{{ " + repeat("(", 100000) + "1" + repeat(")", 100000) + " }}", "more than the 1024 supported");
+  expect_error("{{ 1" + repeat(" + 1", 100000) + " }}", "more than the 1024 supported");
+  expect_error("{{ x" + repeat(".a", 100000) + " }}", "more than the 1024 supported");
+  expect_error(repeat("{% if true %}", 100000) + "x" + repeat("{% endif %}", 100000), "blocks nested more than 64");
+  EXPECT_EQ(render("{{ " + repeat("(", 60) + "1" + repeat(")", 60) + " }}"), "1");
+  expect_error("{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}",
+               "nested more than");
+  expect_error("{{ (-9223372036854775807 - 1) // -1 }}", "integer overflow");
+  expect_error("{{ (-9223372036854775807 - 1) % -1 }}", "integer overflow");
+  expect_error("{{ 9223372036854775807 + 1 }}", "integer overflow");
+  expect_error("{{ -(-9223372036854775807 - 1) }}", "integer overflow");
+  expect_error("{{ 99999999999999999999 }}", "does not fit in 64 bits");
+  expect_error("{{ range(1000000000000) | length }}", "range()");
+  expect_error("{{ range(0, 9223372036854775807, 2) | length }}", "range()");
+  expect_error("{{ 'ab' * 10000000000 }}", "string of");
+  expect_error("{{ ('a' * 10000000) ~ ('b' * 10000000) }}", "string of");
+  expect_error("{{ 'a' | indent(-1) }}", "indent's width");
+  expect_error("{{ 1 | tojson(indent=1000000000000) }}", "tojson's indent");
+  expect_error("{{ (1.5 * 9223372036854775807) | int }}", "out of range");
+  expect_error("{{ 'a' | abs }}", "chat template");
+  expect_error("{{ range('a') }}", "range() argument");
+  expect_error("{{ messages[] }}", "empty subscript");  // evaluated a null key
+  EXPECT_EQ(render("{{ '\\uzz' }}|{{ '\\u00e9' }}"), "\\uzz|\xC3\xA9");  // a malformed escape stays as written
+  EXPECT_EQ(render("{{ (-7) // 2 }} {{ (-7) % 2 }} {{ 7 % -2 }} {{ [1, 2, 3][1::9223372036854775807] }}"),
+            "-4 1 -1 [2]");
+  EXPECT_EQ(render("{{ range(9223372036854775805, 9223372036854775807) | list }}"),
+            "[9223372036854775805, 9223372036854775806]");
+  EXPECT_EQ(render("{{ 'ab' * n }}|{{ 'x' * -2 }}|{{ n * 2 }}", Json{{"n", 3u}}), "ababab||6");  // JSON's 3 is unsigned
+}
+
 }  // namespace
 }  // namespace fuselm
 

@@ -2,7 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "test_util.h"
 
@@ -63,6 +67,33 @@ TEST(CliChatTemplate, RendersTheGoldenConversation) {
             "<|start_header_id|>user<|end_header_id|>\n\nSay hi.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
   Result ids = run("chat-template -m " + m + " --messages " + messages + " --add-generation-prompt --ids");
   EXPECT_EQ(ids.out.substr(0, 26), "{\"ids\":[128000,128006,9125");
+}
+
+// Copying the parsed messages recursed once per level of "[[[[...": a small file crashed the process.
+TEST(CliChatTemplate, DeeplyNestedMessagesAreAnError) {
+  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "deep_messages";
+  std::filesystem::create_directories(dir);
+  std::string tokenizer;  // a llama2.c tokenizer.bin of three tokens, with a chat template beside it
+  auto put = [&](const void* p, size_t n) { tokenizer.append(static_cast<const char*>(p), n); };
+  const int32_t max_len = 5;
+  put(&max_len, 4);
+  for (std::string piece : {"<unk>", "<s>", "</s>"}) {
+    const float score = 0;
+    const int32_t len = static_cast<int32_t>(piece.size());
+    put(&score, 4);
+    put(&len, 4);
+    put(piece.data(), piece.size());
+  }
+  std::ofstream(dir / "tokenizer.bin", std::ios::binary) << tokenizer;
+  std::ofstream(dir / "tokenizer_config.json") << R"({"chat_template": "{{ messages }}"})";
+  std::ofstream(dir / "ok.json") << R"([{"role": "user", "content": "hi"}])";
+  std::ofstream(dir / "deep.json") << std::string(100000, '[') + std::string(100000, ']');
+  Result ok = run("chat-template -m " + quoted(dir.string()) + " --messages " + quoted((dir / "ok.json").string()));
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  EXPECT_EQ(ok.out, "[{'role': 'user', 'content': 'hi'}]");
+  Result deep = run("chat-template -m " + quoted(dir.string()) + " --messages " + quoted((dir / "deep.json").string()));
+  EXPECT_EQ(deep.status, 1);
+  EXPECT_NE(deep.out.find("nested more than 512 levels deep"), std::string::npos) << deep.out;
 }
 
 TEST(CliTokenize, BenchmarkRuns) {

@@ -91,6 +91,26 @@ TEST(HfTokenizerFile, MalformedFilesGiveClearErrors) {
   expect_error(write_temp("truncated.json", bytes.substr(0, bytes.size() / 2)), "not valid JSON");
 }
 
+TEST(HfTokenizerFile, HostileFilesGiveClearErrors) {
+  const std::string model = R"("model": {"type": "BPE", "vocab": {"a": 0}, "merges": []})";
+  // An empty Metaspace replacement split the text at the same position forever (unbounded memory);
+  // an empty Strip content looped `start` times for every token decoded.
+  expect_error(write_temp("metaspace.json", R"({"pre_tokenizer": {"type": "Metaspace", "replacement": ""}, )" + model + "}"),
+               "empty replacement");
+  expect_error(write_temp("strip.json",
+                          R"({"decoder": {"type": "Strip", "content": "", "start": 2147483647, "stop": 0}, )" + model + "}"),
+               "empty content");
+  // The tables are sized by the largest id: 2^31 strings (64 GB) from a 100-byte file.
+  expect_error(write_temp("added.json", R"({"added_tokens": [{"id": 2147483647, "content": "x"}], )" + model + "}"),
+               "has id 2147483647");
+  expect_error(write_temp("added_float.json", R"({"added_tokens": [{"id": 1e30, "content": "x"}], )" + model + "}"),
+               "has id 1e+30");
+  // Copying a sub-tree of the document recursed once per level.
+  expect_error(write_temp("deep.json", "{\"normalizer\": " + std::string(100000, '[') + std::string(100000, ']') + ", " +
+                                           model + "}"),
+               "nested more than 512 levels deep");
+}
+
 TEST(HfTokenizerFile, SmallByteLevelTokenizerWithMetaspaceAndAddedTokens) {
   // A GPT-2 style file: ByteLevel with its own regex and a prefix space, merges as pairs.
   const std::string json = R"({

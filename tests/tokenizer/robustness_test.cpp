@@ -122,6 +122,12 @@ class GgufWriter {
     u32(v);
     ++count_;
   }
+  void add_i64(const std::string& key, int64_t v) {
+    key_(key);
+    u32(11);
+    u64(static_cast<uint64_t>(v));
+    ++count_;
+  }
   void add_bool(const std::string& key, bool v) {
     key_(key);
     u32(7);
@@ -215,6 +221,23 @@ TEST(GgufGpt2, ByteLevelVocabularyWithMerges) {
   std::vector<int32_t> ids{258, 't', 257};
   EXPECT_EQ(tok->decode(ids), " thethe");
   EXPECT_EQ(tok->chat_template(), "{% for m in messages %}{{ m.content }}{% endfor %}");
+}
+
+// Narrowed to int32, this id became 100: past the end of the 3-token list it was then read from.
+TEST(GgufGpt2, SpecialTokenIdOutsideTheVocabularyIsAClearError) {
+  GgufWriter w;
+  w.add_string("tokenizer.ggml.model", "gpt2");
+  w.add_strings("tokenizer.ggml.tokens", {"a", "b", "ab"});
+  w.add_strings("tokenizer.ggml.merges", {"a b"});
+  w.add_i64("tokenizer.ggml.bos_token_id", -(int64_t{1} << 32) + 100);
+  try {
+    load_tokenizer(write_temp("bad_bos.gguf", w.bytes()));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bos_token_id = -4294967196 is outside the 3-token vocabulary"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(GgufGpt2, MissingVocabularyIsAClearError) {
