@@ -1461,7 +1461,8 @@ class Renderer {
       const std::string& s = a.j.get_ref<const std::string&>();
       const int64_t times = std::max<int64_t>(int_arg(b.j, INT64_MIN, INT64_MAX, "a repeat count", e.line), 0);
       if (!s.empty() && static_cast<uint64_t>(times) > kMaxStringBytes / s.size())
-        check_string_size(kMaxStringBytes + 1, e.line);
+        template_error(e.line, str_cat("repeating a ", s.size(), "-byte string ", times, " times builds more than the ",
+                                       kMaxStringBytes, " bytes supported"));
       std::string r;
       for (int64_t k = 0; k < times && !s.empty(); ++k) r += s;
       return {Json(r)};

@@ -125,7 +125,7 @@ TEST(ChatTemplate, HostileTemplatesAreErrors) {
   expect_error("{{ 99999999999999999999 }}", "does not fit in 64 bits");
   expect_error("{{ range(1000000000000) | length }}", "range()");
   expect_error("{{ range(0, 9223372036854775807, 2) | length }}", "range()");
-  expect_error("{{ 'ab' * 10000000000 }}", "string of");
+  expect_error("{{ 'ab' * 10000000000 }}", "repeating a 2-byte string 10000000000 times");
   expect_error("{{ ('a' * 10000000) ~ ('b' * 10000000) }}", "string of");
   expect_error("{{ 'a' | indent(-1) }}", "indent's width");
   expect_error("{{ 1 | tojson(indent=1000000000000) }}", "tojson's indent");
