@@ -1,6 +1,7 @@
 #pragma once
 // Shared test helpers: where the shared test models live, and skipping when they are absent.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +18,14 @@ inline std::string models_dir() {
 inline std::string model_path(const std::string& rel) { return models_dir() + "/" + rel; }
 
 inline std::string cli_path() { return FUSELM_CLI_PATH; }
+
+// The most memory this process has held so far, in MiB: a test that a step allocates little checks
+// that this grew little across it (CTest runs each test in a process of its own).
+inline double peak_resident_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // kilobytes on Linux
+}
 
 }  // namespace fuselm::test
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include "cli/command.h"
 #include "core/error.h"
@@ -21,10 +22,14 @@ int main(int argc, char** argv) {
   auto& commands = command_registry();
   std::sort(commands.begin(), commands.end(), [](auto& a, auto& b) { return a.name < b.name; });
   std::function<int()> run;
+  const char* running = "";  // the subcommand, for the out-of-memory message
   for (auto& c : commands) {
     CLI::App* sub = app.add_subcommand(c.name, c.help);
     auto body = c.setup(*sub);
-    sub->callback([&run, body] { run = body; });
+    sub->callback([&run, &running, body, name = c.name.c_str()] {
+      run = body;
+      running = name;
+    });
   }
   try {
     app.parse(argc, argv);
@@ -35,6 +40,14 @@ int main(int argc, char** argv) {
     return run ? run() : 2;
   } catch (const fuselm::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // Its what() is only "std::bad_alloc". The loaders name the file they were reading; this is
+    // for the rest (engine buffers, logits, ...), printed without building a string.
+    std::fprintf(stderr,
+                 "error: out of memory in `fuselm %s`: the model or the request needs more memory than is free "
+                 "(see `fuselm inspect -m MODEL` for the model's size); free memory or use a smaller model\n",
+                 running);
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -34,15 +34,10 @@ class ConfigReader {
   const json* find(const std::string& key) const { return find(root_, key); }
 
   int integer(const json& v, const std::string& key) const {
-    if (v.is_number_integer()) {
-      auto i = v.get<int64_t>();
-      FUSELM_CHECK(i >= INT32_MIN && i <= INT32_MAX, path_, ": '", key, "' = ", i, " is out of range");
-      return static_cast<int>(i);
-    }
     // Some exporters write integral values as floats ("4096.0").
     if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() && std::fabs(v.get<double>()) < 2e9)
       return static_cast<int>(v.get<double>());
-    fail(path_, ": '", key, "' must be an integer, found ", v.dump());
+    return static_cast<int>(require_json_integer(v, INT32_MIN, INT32_MAX, str_cat(path_, ": '", key, "'")));
   }
   double number(const json& v, const std::string& key) const {
     FUSELM_CHECK(v.is_number(), path_, ": '", key, "' must be a number, found ", v.dump());

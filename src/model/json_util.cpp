@@ -1,6 +1,7 @@
 #include "model/json_util.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.h"
 #include "model/file_sniff.h"
@@ -49,6 +50,32 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& where) 
     fail(where, ": malformed JSON at line ", line, ", column ", column, " (byte ", at, "): ", what,
          "; near \"", printable_prefix(text.substr(excerpt_start, 40), 40), "\"; fix or re-download the file");
   }
+}
+
+std::optional<int64_t> json_integer(const nlohmann::json& v, int64_t lo, int64_t hi) {
+  int64_t x = 0;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+    x = static_cast<int64_t>(u);
+  } else if (v.is_number_integer()) {
+    x = v.get<int64_t>();
+  } else {
+    return std::nullopt;
+  }
+  if (x < lo || x > hi) return std::nullopt;
+  return x;
+}
+
+void fail_json_integer(const nlohmann::json& v, int64_t lo, int64_t hi, std::string_view what) {
+  std::string found = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (found.size() > 40) found = found.substr(0, 37) + "...";
+  fail(what, " must be an integer in ", lo, "..", hi, ", found ", found);
+}
+
+int64_t require_json_integer(const nlohmann::json& v, int64_t lo, int64_t hi, std::string_view what) {
+  if (std::optional<int64_t> x = json_integer(v, lo, hi)) return *x;
+  fail_json_integer(v, lo, hi, what);
 }
 
 }  // namespace fuselm

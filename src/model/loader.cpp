@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <system_error>
 
 #include "core/error.h"
@@ -117,11 +118,7 @@ bool has_extension(const fs::path& p, std::string_view ext) {
        hint);
 }
 
-}  // namespace
-
-std::unique_ptr<Model> load_model(const std::string& spec, const LoadOptions& options) {
-  FUSELM_CHECK(!spec.empty(), "no model given: pass an HF model directory, a .gguf file, a llama2.c .bin "
-                              "checkpoint, or synthetic:PRESET");
+std::unique_ptr<Model> load_model_unguarded(const std::string& spec, const LoadOptions& options) {
   if (spec.starts_with("synthetic:")) return loaders::load_synthetic(spec, options);
 
   std::error_code ec;
@@ -148,6 +145,21 @@ std::unique_ptr<Model> load_model(const std::string& spec, const LoadOptions& op
   }
   model->source = spec;
   return model;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> load_model(const std::string& spec, const LoadOptions& options) {
+  FUSELM_CHECK(!spec.empty(), "no model given: pass an HF model directory, a .gguf file, a llama2.c .bin "
+                              "checkpoint, or synthetic:PRESET");
+  try {
+    return load_model_unguarded(spec, options);
+  } catch (const std::bad_alloc&) {
+    // std::bad_alloc says nothing of where; the sizes in the files are checked against their lengths,
+    // so this is most likely a model larger than the free memory.
+    fail("out of memory while loading the model '", spec, "': it needs more memory than is free (`fuselm inspect -m ",
+         spec, "` shows its weight bytes); free memory or use a smaller model or dtype");
+  }
 }
 
 }  // namespace fuselm

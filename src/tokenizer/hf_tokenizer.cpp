@@ -22,6 +22,13 @@ using nlohmann::json;
 
 constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";  // ▁
 
+// Ids index the token tables, so they are bounded twice: absolutely (no real vocabulary comes near
+// 2^24 tokens), and by the number of tokens the file holds. Real vocabularies number their tokens
+// from 0 with few gaps (added tokens follow the model's, sometimes after a small one); sized by the
+// largest id alone, a file holding one token with id 2^24-1 cost 1 GB.
+constexpr int64_t kMaxTokenId = (1 << 24) - 1;
+int64_t id_table_limit(size_t tokens) { return 2 * static_cast<int64_t>(tokens) + 1024; }
+
 std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
   if (from.empty()) return std::string(s);
   std::string out;
@@ -197,8 +204,8 @@ class TokenizerJsonReader {
 
   bool null() { return value(json()); }
   bool boolean(bool b) { return value(json(b)); }
-  bool number_integer(number_integer_t v) { return integer(v); }
-  bool number_unsigned(number_unsigned_t v) { return integer(static_cast<int64_t>(v)); }
+  bool number_integer(number_integer_t v) { return integer(json(v)); }
+  bool number_unsigned(number_unsigned_t v) { return integer(json(v)); }
   bool number_float(number_float_t v, const string_t&) {
     if (mode_ != Mode::kTree) fail_here("a number where a token or merge was expected");
     return value(json(v));
@@ -294,14 +301,16 @@ class TokenizerJsonReader {
   bool at_model_member(const char* name) const {
     return stack_.size() == 2 && keys_.size() == 2 && keys_[0] == "model" && keys_[1] == name && stack_[1]->is_object();
   }
-  bool integer(int64_t v) {
+  bool integer(json&& v) {
     if (mode_ == Mode::kVocab) {
-      if (v < 0 || v > INT32_MAX) fail("tokenizer.json '", path_, "': token \"", key_, "\" has id ", v, ", expected 0..2^31-1");
-      tables_.vocab.emplace_back(std::move(key_), static_cast<int32_t>(v));
+      const std::optional<int64_t> id = json_integer(v, 0, kMaxTokenId);
+      if (!id)
+        fail_json_integer(v, 0, kMaxTokenId, str_cat("tokenizer.json '", path_, "': token \"", key_, "\"'s id"));
+      tables_.vocab.emplace_back(std::move(key_), static_cast<int32_t>(*id));
       return true;
     }
     if (mode_ == Mode::kMerges) fail_here("a number where a merge was expected");
-    return value(json(v));
+    return value(std::move(v));
   }
   json* place(json&& v) {
     if (stack_.empty()) {
@@ -355,8 +364,9 @@ class HfTokenizer final : public Tokenizer {
                  "\" is not supported (only BPE, used by the Llama, Mistral, Qwen and GPT-2 families)");
     parse_pre_tokenizer(root.value("pre_tokenizer", json()));
     parse_normalizer(root.value("normalizer", json()));
-    parse_model(model, tables);
-    parse_added_tokens(root.value("added_tokens", json::array()));
+    const json added = root.value("added_tokens", json::array());
+    parse_model(model, tables, added.size());
+    parse_added_tokens(added);
     parse_post_processor(root.value("post_processor", json()));
     parse_decoder(root.value("decoder", json()));
     // End-of-text markers of the families this engine serves; tokenizer_config's eos_token is
@@ -527,6 +537,15 @@ class HfTokenizer final : public Tokenizer {
     pre_tokenizers_.push_back(std::move(p));
   }
 
+  // Throws when `id` would leave most of the id tables empty (see id_table_limit).
+  void check_id_density(int64_t id, std::string_view token) const {
+    const int64_t limit = id_table_limit(token_count_);
+    FUSELM_CHECK(id < limit, "tokenizer.json '", path_, "': token \"", token, "\" has id ", id, ", but the file holds ",
+                 token_count_, " tokens (model.vocab and added_tokens), which allow ids up to ", limit - 1,
+                 " (twice the tokens, plus 1024); real vocabularies number their tokens from 0 with few gaps, so the "
+                 "file is corrupt");
+  }
+
   // Vocabulary strings as the model matches them: raw bytes for byte-level vocabularies.
   std::string model_form(const std::string& text) const {
     if (!byte_level_) return text;
@@ -534,17 +553,18 @@ class HfTokenizer final : public Tokenizer {
     return byte_level_to_bytes(text, bytes) ? bytes : text;
   }
 
-  void parse_model(const json& model, BpeTables* tables) {
+  // `added_count`: the number of added_tokens, which share the id tables with model.vocab.
+  void parse_model(const json& model, BpeTables* tables, size_t added_count) {
     BpeTables from_tree;
     if (!tables) {
       const json& vocab = model.at("vocab");
       FUSELM_CHECK(vocab.is_object(), "tokenizer.json '", path_, "': model.vocab must be an object of token -> id");
       for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-        FUSELM_CHECK(it.value().is_number_integer() && it.value().get<int64_t>() >= 0 &&
-                         it.value().get<int64_t>() <= INT32_MAX,
-                     "tokenizer.json '", path_, "': token \"", it.key(), "\" has id ", it.value().dump(),
-                     ", expected 0..2^31-1");
-        from_tree.vocab.emplace_back(it.key(), it.value().get<int32_t>());
+        const std::optional<int64_t> id = json_integer(it.value(), 0, kMaxTokenId);
+        if (!id)
+          fail_json_integer(it.value(), 0, kMaxTokenId, str_cat("tokenizer.json '", path_, "': token \"", it.key(),
+                                                                 "\"'s id"));
+        from_tree.vocab.emplace_back(it.key(), static_cast<int32_t>(*id));
       }
       int index = 0;
       for (const auto& m : model.at("merges")) {
@@ -563,10 +583,12 @@ class HfTokenizer final : public Tokenizer {
       }
       tables = &from_tree;
     }
-    int32_t max_id = -1;
-    for (const auto& [text, id] : tables->vocab) max_id = std::max(max_id, id);
-    FUSELM_CHECK(max_id < (1 << 24), "tokenizer.json '", path_, "': token id ", max_id,
-                 " is implausibly large for a vocabulary; the file is corrupt");
+    token_count_ = tables->vocab.size() + added_count;
+    const std::pair<std::string, int32_t>* largest = nullptr;
+    for (const auto& entry : tables->vocab)
+      if (!largest || entry.second > largest->second) largest = &entry;
+    const int32_t max_id = largest ? largest->second : -1;
+    if (largest) check_id_density(max_id, largest->first);
     texts_.assign(max_id + 1, {});
     bytes_.assign(max_id + 1, {});
     model_ids_.reserve(tables->vocab.size());
@@ -609,13 +631,11 @@ class HfTokenizer final : public Tokenizer {
 
   void parse_added_tokens(const json& added) {
     for (const auto& t : added) {
-      const json& id_value = t.at("id");
       std::string content = t.at("content");
-      // The same bound as model.vocab's ids: the tables below are sized by the largest id.
-      FUSELM_CHECK(id_value.is_number_integer() && id_value.get<int64_t>() >= 0 && id_value.get<int64_t>() < (1 << 24),
-                   "tokenizer.json '", path_, "': added token \"", content, "\" has id ", id_value.dump(),
-                   ", expected 0..2^24-1; the file is corrupt");
-      const int32_t id = id_value.get<int32_t>();
+      // The same bounds as model.vocab's ids: the tables below are sized by the largest id.
+      const auto id = static_cast<int32_t>(require_json_integer(
+          t.at("id"), 0, kMaxTokenId, str_cat("tokenizer.json '", path_, "': added token \"", content, "\"'s id")));
+      check_id_density(id, content);
       if (id >= static_cast<int32_t>(texts_.size())) {
         texts_.resize(id + 1);
         bytes_.resize(id + 1);
@@ -632,6 +652,14 @@ class HfTokenizer final : public Tokenizer {
     }
     special_.assign(texts_.size(), false);
     for (int32_t id : special_ids_) special_[id] = true;
+  }
+
+  // Ids of the post-processor's special tokens, checked here rather than when a prompt first uses them.
+  int32_t template_id(const json& id, std::string_view name) const {
+    return static_cast<int32_t>(require_json_integer(id, 0, vocab_size() - 1,
+                                                     str_cat("tokenizer.json '", path_, "': post_processor special "
+                                                             "token \"", name, "\"'s id (the vocabulary has ",
+                                                             vocab_size(), " tokens)")));
   }
 
   void parse_post_processor(const json& j) {
@@ -652,12 +680,13 @@ class HfTokenizer final : public Tokenizer {
         std::string name = piece.at("SpecialToken").at("id");
         FUSELM_CHECK(specials.contains(name), "tokenizer.json '", path_, "': post_processor template uses \"", name,
                      "\" which is missing from its special_tokens");
-        for (const auto& id : specials[name].at("ids")) (seen_sequence ? template_suffix_ : template_prefix_).push_back(id);
+        for (const auto& id : specials[name].at("ids"))
+          (seen_sequence ? template_suffix_ : template_prefix_).push_back(template_id(id, name));
       }
       if (template_prefix_.size() == 1) bos_ = template_prefix_[0];
     } else if (type == "BertProcessing" || type == "RobertaProcessing") {
-      template_prefix_.push_back(j.at("cls").at(1).get<int32_t>());
-      template_suffix_.push_back(j.at("sep").at(1).get<int32_t>());
+      template_prefix_.push_back(template_id(j.at("cls").at(1), j.at("cls").at(0).get<std::string>()));
+      template_suffix_.push_back(template_id(j.at("sep").at(1), j.at("sep").at(0).get<std::string>()));
     } else {
       unsupported("post_processor", j);
     }
@@ -691,8 +720,13 @@ class HfTokenizer final : public Tokenizer {
       // A character in the library; stripping an empty one would loop `start` times per token.
       FUSELM_CHECK(!d.content.empty(), "tokenizer.json '", path_, "': the Strip decoder has an empty content; it "
                    "must be one character");
-      d.start = j.value("start", 0);
-      d.stop = j.value("stop", 0);
+      auto count = [&](const char* key) {
+        return j.contains(key) ? static_cast<int>(require_json_integer(j[key], 0, INT32_MAX, str_cat(
+                                     "tokenizer.json '", path_, "': the Strip decoder's '", key, "'")))
+                               : 0;
+      };
+      d.start = count("start");
+      d.stop = count("stop");
     } else {
       unsupported("decoder", j);
     }
@@ -981,6 +1015,7 @@ class HfTokenizer final : public Tokenizer {
   }
 
   std::string path_;
+  size_t token_count_ = 0;  // entries of model.vocab and added_tokens
   std::vector<Normalizer> normalizers_;
   std::vector<PreTokenizer> pre_tokenizers_;
   std::vector<DecoderStep> decoders_;

@@ -3,6 +3,7 @@
 // byte 0x0A; Meta ships tiktoken rank files as tokenizer.model).
 #include <cstring>
 #include <filesystem>
+#include <new>
 
 #include <nlohmann/json.hpp>
 
@@ -153,9 +154,16 @@ std::unique_ptr<Tokenizer> load_folder(const fs::path& dir, int depth) {
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (fs::is_directory(path, ec)) return tok::load_folder(path, 0);
-  FUSELM_CHECK(fs::exists(path, ec), "tokenizer path '", path, "' does not exist");
-  return tok::load_file(path);
+  try {
+    if (fs::is_directory(path, ec)) return tok::load_folder(path, 0);
+    FUSELM_CHECK(fs::exists(path, ec), "tokenizer path '", path, "' does not exist");
+    return tok::load_file(path);
+  } catch (const std::bad_alloc&) {
+    // std::bad_alloc says nothing of where. The loaders bound what a file can ask for by its length,
+    // so this is a damaged file that slipped through, or memory that was already exhausted.
+    fail("out of memory while loading the tokenizer '", path, "'; real tokenizers need well under 1 GB, so the file is "
+         "probably corrupt (re-download it), or memory is exhausted");
+  }
 }
 
 }  // namespace fuselm

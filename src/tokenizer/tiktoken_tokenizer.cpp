@@ -1,6 +1,7 @@
 // tiktoken rank files ("base64(token) rank" per line), as Meta ships them for Llama 3 and Llama 4
 // under the name tokenizer.model. The file holds only the mergeable ranks: the split regex and the
 // special tokens live in Meta's tokenizer.py and are reproduced here per family.
+#include <algorithm>
 #include <charconv>
 
 #include "core/error.h"
@@ -218,6 +219,10 @@ std::unique_ptr<Tokenizer> load_tiktoken_tokenizer(const std::string& path) {
   std::vector<std::string> id_to_bytes;
   PieceMap ranks;
   ranks.reserve(text.size() / 16);
+  // Ranks index id_to_bytes and must run from 0 without a gap, so none can reach the number of
+  // lines. Checked as each line is read: sized by the rank alone, a one-line file cost 512 MB.
+  const size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) +
+                       (!text.empty() && text.back() != '\n');
   std::string bytes;
   size_t line_number = 0;
   for (size_t at = 0; at < text.size();) {
@@ -238,6 +243,9 @@ std::unique_ptr<Tokenizer> load_tiktoken_tokenizer(const std::string& path) {
     }
     FUSELM_CHECK(ok, "tiktoken file '", path, "' line ", line_number, ": expected \"<base64 token> <rank>\", found \"",
                  line.substr(0, 80), "\"; the file is corrupt or not a tiktoken rank file");
+    FUSELM_CHECK(static_cast<size_t>(rank) < lines, "tiktoken file '", path, "' line ", line_number, ": rank ", rank,
+                 ", but the file has only ", lines, " line(s); ranks run from 0 without gaps, so the largest possible "
+                 "is ", lines - 1, "; the file is corrupt or truncated");
     if (static_cast<size_t>(rank) >= id_to_bytes.size()) id_to_bytes.resize(rank + 1);
     id_to_bytes[rank] = bytes;
     FUSELM_CHECK(ranks.emplace(bytes, static_cast<int32_t>(rank)).second, "tiktoken file '", path, "' line ",

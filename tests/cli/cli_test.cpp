@@ -38,13 +38,15 @@ std::string read_file(const std::filesystem::path& p) {
   return ss.str();
 }
 
-// Runs `fuselm args...`, capturing stdout and stderr.
-RunResult run_cli(const std::vector<std::string>& args) {
+// Runs `fuselm args...`, capturing stdout and stderr; with `address_space_kb`, under that limit
+// (`ulimit -v`), where allocations beyond it fail.
+RunResult run_cli(const std::vector<std::string>& args, long address_space_kb = 0) {
   const auto dir = std::filesystem::temp_directory_path();
   const std::string tag = std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
   const auto out_path = dir / ("fuselm_cli_" + tag + ".out");
   const auto err_path = dir / ("fuselm_cli_" + tag + ".err");
-  std::string cmd = shell_quote(test::cli_path());
+  std::string cmd = address_space_kb > 0 ? "ulimit -v " + std::to_string(address_space_kb) + " && " : "";
+  cmd += shell_quote(test::cli_path());
   for (const auto& a : args) cmd += " " + shell_quote(a);
   cmd += " >" + shell_quote(out_path.string()) + " 2>" + shell_quote(err_path.string());
   const int status = std::system(cmd.c_str());
@@ -296,6 +298,25 @@ TEST(Cli, BadInputFailsWithAMessage) {
   expect_failure({"generate", "-m", m, "--prompt-ids", "1,2", "--temperature", "-1"}, "--temperature");
   expect_failure({"generate", "-m", m}, "give a prompt");
   expect_failure({"generate", "-m", m, "-p", "hi", "--prompt-ids", "1"}, "excludes");
+}
+
+// std::bad_alloc reached the top level as "error: std::bad_alloc". Now the message says what ran out
+// of memory and the exit status is 1, whether loading or running. The runs get 1.5 GB of address space.
+TEST(Cli, OutOfMemoryIsAClearError) {
+  constexpr long kAddressSpaceKb = 1500 * 1000;
+  // The 8B shape's fp32 weights (32 GB) while loading.
+  RunResult r = run_cli({"generate", "-m", "synthetic:llama-3.1-8b", "--prompt-ids", "1", "-n", "1"}, kAddressSpaceKb);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("error: out of memory while loading the model 'synthetic:llama-3.1-8b'"), std::string::npos)
+      << r.err;
+  // A small model's logits at 2,000 positions over a vocabulary of a million tokens (8 GB).
+  const std::string small =
+      "synthetic:llama?hidden=64&layers=1&heads=1&kv_heads=1&head_dim=64&ffn=64&vocab=1000000&tied=1";
+  r = run_cli({"forward", "-m", small, "--prompt-ids", join_ids(std::vector<int32_t>(2000, 1)), "--json"},
+              kAddressSpaceKb);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("error: out of memory in `fuselm forward`"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
 }
 
 TEST(Cli, PromptLongerThanTheContextIsAnError) {

@@ -108,6 +108,22 @@ TEST(LoaderErrors, RopeOriginalContextOutOfRange) {
   expect_error([&] { load_model(dir.string()); }, {"original_max_position_embeddings' = 1e+20 is out of range"});
 }
 
+// Integer fields are read through one checked reader: 2^64-1 was taken as -1 (no BOS token) and
+// 2^63 reported as -2^63.
+TEST(LoaderErrors, ConfigIntegersOutOfRange) {
+  TempDir tmp;
+  const auto dir = tmp.path() / "m";
+  write_model(dir, [](auto& c, auto&) { c["bos_token_id"] = 18446744073709551615ull; });
+  expect_error([&] { load_model(dir.string()); }, {"config.json: 'bos_token_id' must be an integer in "
+                                                   "-2147483648..2147483647, found 18446744073709551615"});
+  write_model(dir, [](auto& c, auto&) { c["eos_token_id"] = {2, 9223372036854775808ull}; });
+  expect_error([&] { load_model(dir.string()); }, {"'eos_token_id' must be an integer", "found 9223372036854775808"});
+  write_model(dir, [](auto& c, auto&) { c["num_hidden_layers"] = 1e30; });
+  expect_error([&] { load_model(dir.string()); }, {"'num_hidden_layers' must be an integer", "found 1e+30"});
+  write_model(dir, [](auto& c, auto&) { c["num_hidden_layers"] = 1.0; });  // integral floats are accepted
+  EXPECT_EQ(load_model(dir.string())->config.num_layers, 1);
+}
+
 TEST(LoaderErrors, TensorMissing) {
   TempDir tmp;
   const auto dir = tmp.path() / "m";

@@ -102,13 +102,65 @@ TEST(HfTokenizerFile, HostileFilesGiveClearErrors) {
                "empty content");
   // The tables are sized by the largest id: 2^31 strings (64 GB) from a 100-byte file.
   expect_error(write_temp("added.json", R"({"added_tokens": [{"id": 2147483647, "content": "x"}], )" + model + "}"),
-               "has id 2147483647");
+               "added token \"x\"'s id must be an integer in 0..16777215, found 2147483647");
   expect_error(write_temp("added_float.json", R"({"added_tokens": [{"id": 1e30, "content": "x"}], )" + model + "}"),
-               "has id 1e+30");
+               "added token \"x\"'s id must be an integer in 0..16777215, found 1e+30");
   // Copying a sub-tree of the document recursed once per level.
   expect_error(write_temp("deep.json", "{\"normalizer\": " + std::string(100000, '[') + std::string(100000, ']') + ", " +
                                            model + "}"),
                "nested more than 512 levels deep");
+}
+
+// The id tables were sized by the largest id, whatever the number of tokens: one token with id
+// 2^24-1 allocated 1 GB. Ids may leave gaps, as long as most of the table is used.
+TEST(HfTokenizerFile, SparseIdsAreAnErrorBeforeTheTablesAreAllocated) {
+  const double before = test::peak_resident_mib();
+  expect_error(write_temp("sparse_vocab.json", R"({"model": {"type": "BPE", "vocab": {"a": 16777215}, "merges": []}})"),
+               "token \"a\" has id 16777215, but the file holds 1 tokens (model.vocab and added_tokens), which allow "
+               "ids up to 1025");
+  EXPECT_LT(test::peak_resident_mib() - before, 64.0);
+  const std::string model = R"("model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2}, "merges": []})";
+  expect_error(write_temp("sparse_added.json",
+                          R"({"added_tokens": [{"id": 1032, "content": "<x>"}], )" + model + "}"),
+               "token \"<x>\" has id 1032, but the file holds 4 tokens (model.vocab and added_tokens), which allow ids "
+               "up to 1031");
+  // Added tokens past a gap after the model's vocabulary are fine.
+  auto tok = load_tokenizer(write_temp("gap_added.json", R"({"added_tokens": [{"id": 100, "content": "<x>",
+                                                                            "special": true}], )" + model + "}"));
+  EXPECT_EQ(tok->vocab_size(), 101);
+  EXPECT_EQ(tok->token_id("<x>"), 100);
+  EXPECT_EQ(tok->token_text(50), "");
+}
+
+// Integer fields were read with get<int>(): undefined for 1e30, and 2^64-1 wrapped to -1.
+TEST(HfTokenizerFile, IntegerFieldsAreCheckedOnLoad) {
+  const std::string model = R"("model": {"type": "BPE", "vocab": {"a": 0, "<s>": 1}, "merges": []})";
+  expect_error(write_temp("huge_id.json", R"({"model": {"type": "BPE", "vocab": {"a": 18446744073709551615},
+                                              "merges": []}})"),
+               "token \"a\"'s id must be an integer in 0..16777215, found 18446744073709551615");
+  expect_error(write_temp("strip_float.json",
+                          R"({"decoder": {"type": "Strip", "content": " ", "start": 1e30, "stop": 0}, )" + model + "}"),
+               "the Strip decoder's 'start' must be an integer in 0..2147483647, found 1e+30");
+  expect_error(write_temp("strip_negative.json",
+                          R"({"decoder": {"type": "Strip", "content": " ", "start": 1, "stop": -1}, )" + model + "}"),
+               "the Strip decoder's 'stop' must be an integer in 0..2147483647, found -1");
+  auto post = [&](const std::string& ids) {
+    return R"({"post_processor": {"type": "TemplateProcessing",
+               "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+               "special_tokens": {"<s>": {"id": "<s>", "ids": )" + ids + R"(, "tokens": ["<s>"]}}}, )" + model + "}";
+  };
+  // Outside the vocabulary, the ids were found only when a prompt was encoded with them.
+  expect_error(write_temp("template_id.json", post("[2]")),
+               "post_processor special token \"<s>\"'s id (the vocabulary has 2 tokens) must be an integer in 0..1, "
+               "found 2");
+  expect_error(write_temp("template_float.json", post("[1e30]")), "must be an integer in 0..1, found 1e+30");
+  expect_error(write_temp("template_string.json", post("[\"1\"]")), "must be an integer in 0..1, found \"1\"");
+  EXPECT_EQ(load_tokenizer(write_temp("template_ok.json", post("[1]")))->encode("a", true),
+            (std::vector<int32_t>{1, 0}));
+  expect_error(write_temp("bert.json", R"({"post_processor": {"type": "BertProcessing", "cls": ["[CLS]", 101],
+                                          "sep": ["[SEP]", 1]}, )" + model + "}"),
+               "post_processor special token \"[CLS]\"'s id (the vocabulary has 2 tokens) must be an integer in 0..1, "
+               "found 101");
 }
 
 TEST(HfTokenizerFile, SmallByteLevelTokenizerWithMetaspaceAndAddedTokens) {
