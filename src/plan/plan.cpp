@@ -315,15 +315,18 @@ void validate_plan(const Plan& plan, const std::string& where) {
 
   check(plan.decode.gemm.size() == kDecodeGemmOps.size(), "decode.gemm has ", plan.decode.gemm.size(),
         " ops, expected 5 (qkv, o, gate_up, down, lm_head)");
+  // Joined once: check() takes its message parts before it knows whether it fails, and a tuned plan
+  // names every variant for every op (joining per use took 80% of a load).
+  const std::string known_variants = join(skinny_gemm_variant_names());
   for (size_t i = 0; i < kDecodeGemmOps.size(); ++i) {
     const DecodeGemmChoice& c = plan.decode.gemm[i];
     const std::string_view op = plan_op_name(kDecodeGemmOps[i]);
     check(c.op == kDecodeGemmOps[i], "decode.gemm entry ", i, " is ", plan_op_name(c.op), ", expected ", op);
     check(is_known(skinny_gemm_variant_names(), c.variant), "decode.gemm.", op, ".variant '", c.variant,
-          "' is not a decode GEMM variant of this build (known: ", join(skinny_gemm_variant_names()), ")");
+          "' is not a decode GEMM variant of this build (known: ", known_variants, ")");
     check(is_known(skinny_gemm_variant_names(), c.single_token_variant), "decode.gemm.", op,
           ".single_token_variant '", c.single_token_variant, "' is not a decode GEMM variant of this build (known: ",
-          join(skinny_gemm_variant_names()), ")");
+          known_variants, ")");
     for (const std::string& v : {c.variant, c.single_token_variant})
       check(!skinny_variant_needs_sm90(v) || g.sm() >= 90, "decode.gemm.", op, " names ", v,
             ", which needs thread-block clusters (compute capability 9.0+); the plan's GPU is sm_", g.sm());
@@ -337,7 +340,7 @@ void validate_plan(const Plan& plan, const std::string& where) {
           " matrix, the model's is ", rows, "x", cols);
     for (const GemmTiming& t : c.timings) {
       check(is_known(skinny_gemm_variant_names(), t.variant), "decode.gemm.", op, ".measured names variant '",
-            t.variant, "' (known: ", join(skinny_gemm_variant_names()), ")");
+            t.variant, "' (known: ", known_variants, ")");
       check(t.us.size() == c.measured_m.size(), "decode.gemm.", op, ".measured: variant ", t.variant, " has ",
             t.us.size(), " timings for ", c.measured_m.size(), " values of m");
     }
@@ -380,9 +383,10 @@ void validate_plan(const Plan& plan, const std::string& where) {
         "prefill.attention.kernel ", plan.prefill.attention_kernel, " needs head_dim 64 or 128, the model's is ",
         m.head_dim);
   check(plan.prefill.gemm_workspace_bytes > 0, "prefill.gemm.workspace_bytes must be positive");
+  const std::string known_paths = join(prefill_gemm_path_names());
   for (const PrefillBucket& b : plan.prefill.buckets) {
     check(is_known(prefill_gemm_path_names(), b.gemm), "prefill bucket ", b.tokens, ": GEMM path '", b.gemm,
-          "' is unknown (known: ", join(prefill_gemm_path_names()), ")");
+          "' is unknown (known: ", known_paths, ")");
     check(is_sm90_prefill_gemm(b.gemm) == is_sm90_prefill_gemm(plan.prefill.buckets.front().gemm), "prefill bucket ",
           b.tokens, " runs ", b.gemm, " and bucket ", plan.prefill.buckets.front().tokens, " ",
           plan.prefill.buckets.front().gemm, ": cuBLASLt and the sm_90a GEMMs round differently, so a token's result "

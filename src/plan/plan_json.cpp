@@ -102,7 +102,9 @@ class Reader {
   std::vector<double> numbers(const json& obj, const std::string& path, const char* key) const {
     const json& a = array(obj, path, key);
     std::vector<double> out;
-    for (size_t i = 0; i < a.size(); ++i) out.push_back(number(a[i], index(child(path, key), i)));
+    // The element's path is built only for the error: a tuned plan holds thousands of timings.
+    for (size_t i = 0; i < a.size(); ++i)
+      out.push_back(a[i].is_number() ? a[i].get<double>() : number(a[i], index(child(path, key), i)));
     return out;
   }
   ChoiceOrigin origin(const json& obj, const std::string& path) const {

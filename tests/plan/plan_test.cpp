@@ -720,8 +720,16 @@ TEST_F(PlanFile, NeverCrashes) {
   const json good = plan_to_json(with_fake_timings(rule_plan(llama_1b())));
   const json flat = good.flatten();
   const json replacements[] = {nullptr, "x", -1, 0, 3, 1e30, 2.5, true, json::array(), json::object()};
-  int errors = 0, loaded = 0;
+  // The measured timings repeat one shape for every variant (nine leaves in ten): each op's first
+  // candidate stands for the rest, which are read by the same code.
+  auto repeats_first_candidate = [](const std::string& pointer) {
+    const size_t at = pointer.find("/candidates/");
+    return at != std::string::npos && !pointer.substr(at).starts_with("/candidates/0/");
+  };
+  int errors = 0, loaded = 0, mutated = 0;
   for (const auto& [pointer, value] : flat.items()) {
+    if (repeats_first_candidate(pointer)) continue;
+    ++mutated;
     for (const json& r : replacements) {
       json f = good;
       f[json::json_pointer(pointer)] = r;
@@ -733,6 +741,7 @@ TEST_F(PlanFile, NeverCrashes) {
       }
     }
   }
+  EXPECT_GT(mutated, 150);  // every leaf outside the repeated timings
   EXPECT_GT(errors, 0);
   EXPECT_GT(loaded, 0);  // e.g. a reason replaced by "x"
   const std::string text = good.dump();
