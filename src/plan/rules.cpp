@@ -40,10 +40,15 @@ constexpr PlanRule kRules[] = {
                  "(16 tiles a CTA, K in four): batch 1 256.2-256.9 against 250.2-250.4 tok/s, batch 16 3,127-3,133 "
                  "against 3,098-3,099 output tok/s; unbalanced 2,948-2,974 at batch 16 (its gate/up 69.8 against "
                  "59.2 us a layer) (bench/results/dev/ab/s19/)"},
-    // Large matrices: K split in two across a cluster, 8 one-tile warps per CTA at every m.
+    // Large matrices: K split in two across a cluster, 8 one-tile warps per CTA at every m, the grid
+    // spread evenly at every m (on the measured shapes, the LM heads).
     {.ops = kDecodeGemms, .shape = {10, kUnbounded}, .sm = kHopper, .choice = "rt1_w8_k2_cta", .balance_sms = true,
+     .single_token_balance_sms = true,
      .evidence = "Grids spread evenly for 2+ tokens: H200 bf16, with every decode GEMM of the 1B shape so, batch 16 "
                  "14,708-14,789 against 13,797-13,956 output tok/s (bench/results/dev/ab/s19/). "
+                 "And for one token: the LM head 32000x2048 (500 CTAs, five on 85 SMs unspread), batch 1 1B "
+                 "1,381.8-1,382.1 against 1,371.1-1,371.6 tok/s; 32000x4096 8B 266.8 against 266.3 "
+                 "(bench/results/dev/ab/s35/b/). "
                  "H200 bf16, 8B gate_up 28672x4096 (13.6 row tiles/SM): one token 60.7 us in fuselm tune, against "
                  "62.9 for rt1_w4_cta (bench/results/invariance/README.md). For 2+ tokens, in the whole step: batch "
                  "2-64 output tok/s +5-9% against rt2_w4_k2_cta (2,942-2,998 against 2,785-2,796 at batch 16), "

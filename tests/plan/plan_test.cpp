@@ -89,8 +89,8 @@ TEST(PlanRules, Llama8BOnHopper) {
                                                    {"down", "rt1_w8"},
                                                    {"lm_head", "rt1_w8_k2_cta"}};
     EXPECT_EQ(single_token_variants(p), want_one);
-    // Grids spread evenly over the SMs: gate_up at every batch, o, down and the LM head from 2 tokens.
-    EXPECT_EQ(balanced(p), "o gate_up gate_up:1 down lm_head");
+    // Grids spread evenly over the SMs: gate_up and the LM head at every batch, o and down from 2 tokens.
+    EXPECT_EQ(balanced(p), "o gate_up gate_up:1 down lm_head lm_head:1");
     EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).rows, 6144);
     EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).cols, 4096);
     EXPECT_EQ(p.decode_gemm(PlanOp::GateUp).rows, 28672);
@@ -120,7 +120,7 @@ TEST(PlanRules, Llama1BOnHopper) {
                                                    {"lm_head", "rt1_w8_k2_cta"}};
   EXPECT_EQ(variants(p), want);
   EXPECT_EQ(single_token_variants(p).at("qkv"), "rt1_w8");
-  EXPECT_EQ(balanced(p), "qkv o gate_up gate_up:1 down lm_head");
+  EXPECT_EQ(balanced(p), "qkv o gate_up gate_up:1 down lm_head lm_head:1");
   EXPECT_EQ(p.decode_gemm(PlanOp::Qkv).rows, 3072);
   EXPECT_EQ(p.prefill.attention_kernel, "mma_r32_k64");  // head_dim 64
   // head_dim 64 on Hopper: clusters below 16 sequences (batch 1 +3%), stacked ranks from 16 (batch 16 -3%
