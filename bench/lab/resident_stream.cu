@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "../../src/kernels/cuda/async_copy.cuh"
 #include "lab_check.h"
 
 constexpr int kConsumerWarps = 8;
@@ -99,38 +100,8 @@ __host__ __device__ inline int64_t task_bytes(const Op& op) {
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_u32(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
-          smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(policy)
-      : "memory");
-}
-__device__ __forceinline__ uint64_t evict_first_policy() {
-  uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
-  return p;
-}
+// The engine's mbarrier and bulk-copy primitives (mbar_*, bulk_copy_to_shared, l2_evict_first_policy).
+using namespace fuselm;
 __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
   unsigned v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -475,7 +446,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       mbar_init(task_written + i, kConsumers);
       mbar_init(task_counted + i, 1);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbar_init_fence();
   }
   __syncthreads();
   if (mode == kPdl) asm volatile("griddepcontrol.launch_dependents;");
@@ -507,7 +478,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
   if (warp == kConsumerWarps) {  // the producer: weights (and K/V) for every task, in task order
     if (lane != 0) return;
-    const uint64_t policy = evict_first_policy();
+    const uint64_t policy = l2_evict_first_policy();
     uint32_t it = 0;
     TaskDesc next = load_desc(descs + begin);
     for (int i = begin; i < end; ++i) {
@@ -530,7 +501,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
           if (off == 0) task_trace[i * kTraceFields + 4] = global_ns();
         }
         mbar_arrive_expect_tx(full + slot, kStageBytes);
-        bulk_copy(stages + static_cast<int64_t>(slot) * kStageBytes, src + off, kStageBytes, full + slot, policy);
+        bulk_copy_to_shared(stages + static_cast<int64_t>(slot) * kStageBytes, src + off, kStageBytes, full + slot,
+                            policy);
       }
       if (task_trace != nullptr) task_trace[i * kTraceFields + 5] = waited;
     }
