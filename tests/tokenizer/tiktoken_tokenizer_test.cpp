@@ -91,15 +91,17 @@ std::string write_temp(const std::string& name, const std::string& bytes) {
   return path;
 }
 
+// Loading `path` fails with an error that contains `needle`.
+void expect_error(const std::string& path, const std::string& needle) {
+  try {
+    load_tokenizer(path);
+    ADD_FAILURE() << "expected an error for " << path;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
 TEST(TiktokenFile, MalformedFilesGiveClearErrors) {
-  auto expect_error = [](const std::string& path, const std::string& needle) {
-    try {
-      load_tokenizer(path);
-      ADD_FAILURE() << "expected an error for " << path;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
   expect_error(write_temp("bad_line.tiktoken", "IQ== 0\nIg== 1\nnot base64!! x\n"), "line 3");
   expect_error(write_temp("small.tiktoken", "IQ== 0\nIg== 1\n"), "known only for Llama 3");
   expect_error(write_temp("gap.tiktoken", "IQ== 0\nIg== 2\n\n"), "not contiguous");
@@ -109,21 +111,11 @@ TEST(TiktokenFile, MalformedFilesGiveClearErrors) {
 // of 14 bytes allocated 512 MB.
 TEST(TiktokenFile, ARankPastTheLineCountIsAnErrorBeforeAnyAllocation) {
   const double before = test::peak_resident_mib();
-  try {
-    load_tokenizer(write_temp("one_line.tiktoken", "IQ== 16777215\n"));
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("line 1: rank 16777215, but the file has only 1 line(s)"), std::string::npos)
-        << e.what();
-  }
+  expect_error(write_temp("one_line.tiktoken", "IQ== 16777215\n"),
+               "line 1: rank 16777215, but the file has only 1 line(s)");
   EXPECT_LT(test::peak_resident_mib() - before, 64.0);
-  try {
-    load_tokenizer(write_temp("past_end.tiktoken", "IQ== 0\nIg== 1\nIw== 3\n"));
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("line 3: rank 3, but the file has only 3 line(s)"), std::string::npos)
-        << e.what();
-  }
+  expect_error(write_temp("past_end.tiktoken", "IQ== 0\nIg== 1\nIw== 3\n"),
+               "line 3: rank 3, but the file has only 3 line(s)");
 }
 
 }  // namespace
