@@ -1013,6 +1013,8 @@ class Renderer {
       return it == obj.j.end() ? Value::undef() : Value{*it};
     }
     if ((obj.j.is_array() || obj.j.is_string()) && key.j.is_number_integer()) {
+      // A context's unsigned key past 2^63 - 1 is out of range (read as int64_t it would wrap negative).
+      if (key.j.is_number_unsigned() && key.j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return Value::undef();
       int64_t n = obj.j.is_array() ? static_cast<int64_t>(obj.j.size())
                                    : static_cast<int64_t>(obj.j.get_ref<const std::string&>().size());
       int64_t i = key.j.get<int64_t>();

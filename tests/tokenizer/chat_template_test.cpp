@@ -138,6 +138,10 @@ TEST(ChatTemplate, HostileTemplatesAreErrors) {
             "-4 1 -1 [2]");
   EXPECT_EQ(render("{{ range(9223372036854775805, 9223372036854775807) | list }}"),
             "[9223372036854775805, 9223372036854775806]");
+  // A subscript from the context past 2^63 - 1 is out of range, not a wrapped negative index.
+  EXPECT_EQ(render("[{{ [1, 2][i] }}|{{ 'ab'[i] }}|{{ [1, 2][j] }}]",
+                   Json{{"i", uint64_t{18446744073709551615u}}, {"j", uint64_t{9223372036854775808u}}}),
+            "[||]");
   EXPECT_EQ(render("{{ 'ab' * n }}|{{ 'x' * -2 }}|{{ n * 2 }}", Json{{"n", 3u}}), "ababab||6");  // JSON's 3 is unsigned
 }
 
