@@ -3,7 +3,7 @@
 # - warpkeys32: decode attention at head_dim 64 with a 32-key slice per warp (128-key stages), so a
 #   batch-1 rank of 65-80 keys (8 ranks over 513-640 cached tokens) is one key step, not two.
 #   Predicted 1B batch 1 +0.5-0.9% (one ~0.4 us step a layer), 8B unchanged (head_dim 128).
-# - small = pick-max.patch + embed-first.patch:
+# - small = pick-max.patch + embed-first.patch (concatenated into /tmp/small.patch):
 #   pick-max: the LM head's greedy pick folds each tile's key into the token's best key with an
 #   atomic max; the last CTA takes it with one exchange instead of scanning 2,000 tile keys
 #   (predicted ~1-2 us of the pick's 2.4-2.9 us tail);
@@ -15,5 +15,6 @@
 # Usage (GPU machine, carry .deps .commit .gpu-models):  OUT=$OUT bash bench/results/dev/ab/s36/s36b.sh
 set -uo pipefail
 d=bench/results/dev/ab/s36
+cat $d/pick-max.patch $d/embed-first.patch > /tmp/small.patch
 AB_TESTS="attention skinny_gemm fused_engine" AB_TEST_FILTER="skinny_gemm:*Greedy*" \
-  bash scripts/gpu-ab-patch.sh warpkeys32=$d/warpkeys32.patch small=$d/small.patch -- llama-3.2-1b:3 llama-3.2-1b:1:b16
+  bash scripts/gpu-ab-patch.sh warpkeys32=$d/warpkeys32.patch small=/tmp/small.patch -- llama-3.2-1b:3 llama-3.2-1b:1:b16
