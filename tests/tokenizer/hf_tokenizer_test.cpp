@@ -1,15 +1,16 @@
 #include <gtest/gtest.h>
 
-#include <fstream>
-
 #include "core/error.h"
 #include "tokenizer/goldens.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_files.h"
 
 namespace fuselm {
 namespace {
 
+using test::expect_load_error;
 using test::stream_decode;
+using test::write_temp;
 
 TEST(HfLlama3, MatchesTiktokenGoldens) {
   FUSELM_REQUIRE_MODEL("llama3-tokenizer/tokenizer.json");
@@ -62,51 +63,36 @@ TEST(HfLlama2, AgreesWithSentencePieceOnTwentyOneGoldens) {
   EXPECT_EQ(agree, 21);
 }
 
-std::string write_temp(const std::string& name, const std::string& bytes) {
-  std::string path = testing::TempDir() + name;
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path;
-}
-
-void expect_error(const std::string& path, const std::string& needle) {
-  try {
-    load_tokenizer(path);
-    ADD_FAILURE() << "expected an error for " << path;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 TEST(HfTokenizerFile, MalformedFilesGiveClearErrors) {
-  expect_error(write_temp("bad.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {"), "not valid JSON");
-  expect_error(write_temp("nomodel.json", "{\"version\": \"1.0\"}"), "no \"model\"");
-  expect_error(write_temp("unigram.json", R"({"model": {"type": "Unigram", "vocab": []}})"), "Unigram");
-  expect_error(write_temp("badmerge.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})"),
+  expect_load_error(write_temp("bad.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {"), "not valid JSON");
+  expect_load_error(write_temp("nomodel.json", "{\"version\": \"1.0\"}"), "no \"model\"");
+  expect_load_error(write_temp("unigram.json", R"({"model": {"type": "Unigram", "vocab": []}})"), "Unigram");
+  expect_load_error(write_temp("badmerge.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})"),
                "merge 0");
-  expect_error(write_temp("badpre.json",
+  expect_load_error(write_temp("badpre.json",
                           R"({"pre_tokenizer": {"type": "BertPreTokenizer"}, "model": {"type": "BPE", "vocab": {}, "merges": []}})"),
                "BertPreTokenizer");
   FUSELM_REQUIRE_MODEL("llama3-tokenizer/tokenizer.json");
   std::string bytes = read_text_file(test::model_path("llama3-tokenizer/tokenizer.json"));
-  expect_error(write_temp("truncated.json", bytes.substr(0, bytes.size() / 2)), "not valid JSON");
+  expect_load_error(write_temp("truncated.json", bytes.substr(0, bytes.size() / 2)), "not valid JSON");
 }
 
 TEST(HfTokenizerFile, HostileFilesGiveClearErrors) {
   const std::string model = R"("model": {"type": "BPE", "vocab": {"a": 0}, "merges": []})";
   // An empty Metaspace replacement split the text at the same position forever (unbounded memory);
   // an empty Strip content looped `start` times for every token decoded.
-  expect_error(write_temp("metaspace.json", R"({"pre_tokenizer": {"type": "Metaspace", "replacement": ""}, )" + model + "}"),
+  expect_load_error(write_temp("metaspace.json", R"({"pre_tokenizer": {"type": "Metaspace", "replacement": ""}, )" + model + "}"),
                "empty replacement");
-  expect_error(write_temp("strip.json",
+  expect_load_error(write_temp("strip.json",
                           R"({"decoder": {"type": "Strip", "content": "", "start": 2147483647, "stop": 0}, )" + model + "}"),
                "empty content");
   // The tables are sized by the largest id: 2^31 strings (64 GB) from a 100-byte file.
-  expect_error(write_temp("added.json", R"({"added_tokens": [{"id": 2147483647, "content": "x"}], )" + model + "}"),
+  expect_load_error(write_temp("added.json", R"({"added_tokens": [{"id": 2147483647, "content": "x"}], )" + model + "}"),
                "added token \"x\"'s id must be an integer in 0..16777215, found 2147483647");
-  expect_error(write_temp("added_float.json", R"({"added_tokens": [{"id": 1e30, "content": "x"}], )" + model + "}"),
+  expect_load_error(write_temp("added_float.json", R"({"added_tokens": [{"id": 1e30, "content": "x"}], )" + model + "}"),
                "added token \"x\"'s id must be an integer in 0..16777215, found 1e+30");
   // Copying a sub-tree of the document recursed once per level.
-  expect_error(write_temp("deep.json", "{\"normalizer\": " + std::string(100000, '[') + std::string(100000, ']') + ", " +
+  expect_load_error(write_temp("deep.json", "{\"normalizer\": " + std::string(100000, '[') + std::string(100000, ']') + ", " +
                                            model + "}"),
                "nested more than 512 levels deep");
 }
@@ -115,12 +101,12 @@ TEST(HfTokenizerFile, HostileFilesGiveClearErrors) {
 // 2^24-1 allocated 1 GB. Ids may leave gaps, as long as most of the table is used.
 TEST(HfTokenizerFile, SparseIdsAreAnErrorBeforeTheTablesAreAllocated) {
   const double before = test::peak_resident_mib();
-  expect_error(write_temp("sparse_vocab.json", R"({"model": {"type": "BPE", "vocab": {"a": 16777215}, "merges": []}})"),
+  expect_load_error(write_temp("sparse_vocab.json", R"({"model": {"type": "BPE", "vocab": {"a": 16777215}, "merges": []}})"),
                "token \"a\" has id 16777215, but the file holds 1 tokens (model.vocab and added_tokens), which allow "
                "ids up to 1025");
   EXPECT_LT(test::peak_resident_mib() - before, 64.0);
   const std::string model = R"("model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2}, "merges": []})";
-  expect_error(write_temp("sparse_added.json",
+  expect_load_error(write_temp("sparse_added.json",
                           R"({"added_tokens": [{"id": 1032, "content": "<x>"}], )" + model + "}"),
                "token \"<x>\" has id 1032, but the file holds 4 tokens (model.vocab and added_tokens), which allow ids "
                "up to 1031");
@@ -135,13 +121,13 @@ TEST(HfTokenizerFile, SparseIdsAreAnErrorBeforeTheTablesAreAllocated) {
 // Integer fields were read with get<int>(): undefined for 1e30, and 2^64-1 wrapped to -1.
 TEST(HfTokenizerFile, IntegerFieldsAreCheckedOnLoad) {
   const std::string model = R"("model": {"type": "BPE", "vocab": {"a": 0, "<s>": 1}, "merges": []})";
-  expect_error(write_temp("huge_id.json", R"({"model": {"type": "BPE", "vocab": {"a": 18446744073709551615},
+  expect_load_error(write_temp("huge_id.json", R"({"model": {"type": "BPE", "vocab": {"a": 18446744073709551615},
                                               "merges": []}})"),
                "token \"a\"'s id must be an integer in 0..16777215, found 18446744073709551615");
-  expect_error(write_temp("strip_float.json",
+  expect_load_error(write_temp("strip_float.json",
                           R"({"decoder": {"type": "Strip", "content": " ", "start": 1e30, "stop": 0}, )" + model + "}"),
                "the Strip decoder's 'start' must be an integer in 0..2147483647, found 1e+30");
-  expect_error(write_temp("strip_negative.json",
+  expect_load_error(write_temp("strip_negative.json",
                           R"({"decoder": {"type": "Strip", "content": " ", "start": 1, "stop": -1}, )" + model + "}"),
                "the Strip decoder's 'stop' must be an integer in 0..2147483647, found -1");
   auto post = [&](const std::string& ids) {
@@ -150,14 +136,14 @@ TEST(HfTokenizerFile, IntegerFieldsAreCheckedOnLoad) {
                "special_tokens": {"<s>": {"id": "<s>", "ids": )" + ids + R"(, "tokens": ["<s>"]}}}, )" + model + "}";
   };
   // Outside the vocabulary, the ids were found only when a prompt was encoded with them.
-  expect_error(write_temp("template_id.json", post("[2]")),
+  expect_load_error(write_temp("template_id.json", post("[2]")),
                "post_processor special token \"<s>\"'s id (the vocabulary has 2 tokens) must be an integer in 0..1, "
                "found 2");
-  expect_error(write_temp("template_float.json", post("[1e30]")), "must be an integer in 0..1, found 1e+30");
-  expect_error(write_temp("template_string.json", post("[\"1\"]")), "must be an integer in 0..1, found \"1\"");
+  expect_load_error(write_temp("template_float.json", post("[1e30]")), "must be an integer in 0..1, found 1e+30");
+  expect_load_error(write_temp("template_string.json", post("[\"1\"]")), "must be an integer in 0..1, found \"1\"");
   EXPECT_EQ(load_tokenizer(write_temp("template_ok.json", post("[1]")))->encode("a", true),
             (std::vector<int32_t>{1, 0}));
-  expect_error(write_temp("bert.json", R"({"post_processor": {"type": "BertProcessing", "cls": ["[CLS]", 101],
+  expect_load_error(write_temp("bert.json", R"({"post_processor": {"type": "BertProcessing", "cls": ["[CLS]", 101],
                                           "sep": ["[SEP]", 1]}, )" + model + "}"),
                "post_processor special token \"[CLS]\"'s id (the vocabulary has 2 tokens) must be an integer in 0..1, "
                "found 101");

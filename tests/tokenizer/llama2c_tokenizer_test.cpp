@@ -1,15 +1,15 @@
 #include <gtest/gtest.h>
 
-#include <fstream>
-
 #include "core/error.h"
 #include "tokenizer/goldens.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_files.h"
 
 namespace fuselm {
 namespace {
 
 using test::stream_decode;
+using test::write_temp;
 
 TEST(Llama2cTokenizer, MatchesSentencePieceGoldens) {
   FUSELM_REQUIRE_MODEL("llama2-tokenizer/tokenizer.bin");
@@ -94,12 +94,6 @@ TEST(Llama2cTokenizer, ByteFallbackForUnknownCharacters) {
   EXPECT_EQ(out.find('\xE4'), std::string::npos);
   out += stream.push(ids.back());
   EXPECT_EQ(out, "中");
-}
-
-std::string write_temp(const std::string& name, const std::string& bytes) {
-  std::string path = testing::TempDir() + name;
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path;
 }
 
 TEST(Llama2cTokenizer, TruncatedFileIsAClearError) {

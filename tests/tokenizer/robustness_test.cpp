@@ -3,17 +3,19 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <fstream>
 #include <random>
 
 #include "core/error.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_files.h"
 #include "tokenizer/utf8.h"
 #include "test_util.h"
 
 namespace fuselm {
 namespace {
+
+using test::write_temp;
 
 // Random valid UTF-8 mixing ASCII, whitespace runs, Latin-1, CJK, emoji and combining marks.
 std::string random_text(std::mt19937& gen, int chars) {
@@ -178,12 +180,6 @@ class GgufWriter {
   std::string body_;
   uint64_t count_ = 0;
 };
-
-std::string write_temp(const std::string& name, const std::string& bytes) {
-  std::string path = testing::TempDir() + name;
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path;
-}
 
 TEST(GgufGpt2, ByteLevelVocabularyWithMerges) {
   std::vector<std::string> tokens;

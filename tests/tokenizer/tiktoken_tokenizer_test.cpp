@@ -1,15 +1,16 @@
 #include <gtest/gtest.h>
 
-#include <fstream>
-
 #include "core/error.h"
 #include "tokenizer/goldens.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_files.h"
 
 namespace fuselm {
 namespace {
 
+using test::expect_load_error;
 using test::stream_decode;
+using test::write_temp;
 
 class Llama3Tiktoken : public testing::Test {
  protected:
@@ -85,36 +86,20 @@ TEST(Llama4Tiktoken, LoadsWithFamilySpecialsAndPattern) {
   }
 }
 
-std::string write_temp(const std::string& name, const std::string& bytes) {
-  std::string path = testing::TempDir() + name;
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path;
-}
-
-// Loading `path` fails with an error that contains `needle`.
-void expect_error(const std::string& path, const std::string& needle) {
-  try {
-    load_tokenizer(path);
-    ADD_FAILURE() << "expected an error for " << path;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 TEST(TiktokenFile, MalformedFilesGiveClearErrors) {
-  expect_error(write_temp("bad_line.tiktoken", "IQ== 0\nIg== 1\nnot base64!! x\n"), "line 3");
-  expect_error(write_temp("small.tiktoken", "IQ== 0\nIg== 1\n"), "known only for Llama 3");
-  expect_error(write_temp("gap.tiktoken", "IQ== 0\nIg== 2\n\n"), "not contiguous");
+  expect_load_error(write_temp("bad_line.tiktoken", "IQ== 0\nIg== 1\nnot base64!! x\n"), "line 3");
+  expect_load_error(write_temp("small.tiktoken", "IQ== 0\nIg== 1\n"), "known only for Llama 3");
+  expect_load_error(write_temp("gap.tiktoken", "IQ== 0\nIg== 2\n\n"), "not contiguous");
 }
 
 // The rank table was sized by the largest rank before the ranks were found to have gaps: one line
 // of 14 bytes allocated 512 MB.
 TEST(TiktokenFile, ARankPastTheLineCountIsAnErrorBeforeAnyAllocation) {
   const double before = test::peak_resident_mib();
-  expect_error(write_temp("one_line.tiktoken", "IQ== 16777215\n"),
+  expect_load_error(write_temp("one_line.tiktoken", "IQ== 16777215\n"),
                "line 1: rank 16777215, but the file has only 1 line(s)");
   EXPECT_LT(test::peak_resident_mib() - before, 64.0);
-  expect_error(write_temp("past_end.tiktoken", "IQ== 0\nIg== 1\nIw== 3\n"),
+  expect_load_error(write_temp("past_end.tiktoken", "IQ== 0\nIg== 1\nIw== 3\n"),
                "line 3: rank 3, but the file has only 3 line(s)");
 }
 
