@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "model/json_util.h"
 #include "tokenizer/utf8.h"
 
 namespace fuselm {
@@ -182,10 +183,8 @@ void check_list_size(size_t items, int line) {
 
 // An integer argument of a filter or function, in [lo, hi].
 int64_t int_arg(const Json& j, int64_t lo, int64_t hi, const std::string& what, int line) {
-  if (!j.is_number_integer() || (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(hi)) ||
-      j.get<int64_t>() < lo || j.get<int64_t>() > hi)
-    template_error(line, str_cat(what, " must be an integer in [", lo, ", ", hi, "], found ", to_str(j, true)));
-  return j.get<int64_t>();
+  if (std::optional<int64_t> x = json_integer(j, lo, hi)) return *x;
+  template_error(line, str_cat(what, " must be an integer in [", lo, ", ", hi, "], found ", to_str(j, true)));
 }
 
 bool values_equal(const Value& a, const Value& b) {
@@ -1014,10 +1013,11 @@ class Renderer {
     }
     if ((obj.j.is_array() || obj.j.is_string()) && key.j.is_number_integer()) {
       // A context's unsigned key past 2^63 - 1 is out of range (read as int64_t it would wrap negative).
-      if (key.j.is_number_unsigned() && key.j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return Value::undef();
+      const std::optional<int64_t> key_value = json_integer(key.j, INT64_MIN, INT64_MAX);
+      if (!key_value) return Value::undef();
       int64_t n = obj.j.is_array() ? static_cast<int64_t>(obj.j.size())
                                    : static_cast<int64_t>(obj.j.get_ref<const std::string&>().size());
-      int64_t i = key.j.get<int64_t>();
+      int64_t i = *key_value;
       if (i < 0) i += n;
       if (i < 0 || i >= n) return Value::undef();
       if (obj.j.is_array()) return {obj.j[i]};
