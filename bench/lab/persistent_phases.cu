@@ -329,23 +329,7 @@ int main() {
   CHECK(cudaStreamSynchronize(stream));
   compare("kernels + PDL");
 
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  auto time_us = [&](auto f, cudaStream_t s) {
-    std::vector<float> ms;
-    for (int r = 0; r < 22; ++r) {
-      CHECK(cudaEventRecord(a, s));
-      f();
-      CHECK(cudaEventRecord(b, s));
-      CHECK(cudaEventSynchronize(b));
-      float t = 0;
-      CHECK(cudaEventElapsedTime(&t, a, b));
-      if (r >= 2) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2] * 1000.0;
-  };
+  auto time_us = [&](auto f, cudaStream_t s) { return lab_time(f, s, 22, 2).median_us; };
   const double floor_us = layer_bytes / 4.2e12 * 1e6;
   std::printf("8B layer at one token: %.0f MB of weights, %.1f us at 4.2 TB/s; %d layers per run, median of 20\n",
               layer_bytes / 1e6, floor_us, kLayers);

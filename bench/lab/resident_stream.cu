@@ -963,22 +963,9 @@ void run_shape(const Shape& s, int sms) {
     return std::make_pair(exec, stream);
   };
 
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
   auto time_us = [&](auto f, cudaStream_t st) {
-    std::vector<float> ms;
-    for (int r = 0; r < 23; ++r) {
-      CHECK(cudaEventRecord(a, st));
-      f();
-      CHECK(cudaEventRecord(b, st));
-      CHECK(cudaEventSynchronize(b));
-      float t = 0;
-      CHECK(cudaEventElapsedTime(&t, a, b));
-      if (r >= 3) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    return std::make_pair(ms[ms.size() / 2] * 1000.0, ms.front() * 1000.0);
+    const LabTime t = lab_time(f, st, 23, 3);
+    return std::make_pair(t.median_us, t.min_us);
   };
   auto report = [&](const char* what, int depth, std::pair<double, double> us) {
     std::printf("%-20s ring %2d x 16 KB  %8.1f us a step (min %8.1f)  %6.3f TB/s  %7.1f steps/s  %.2f x floor@4.61\n",
