@@ -163,7 +163,11 @@ int main(int argc, char** argv) {
     // 448 x 8 x 1 KB x 4: the 8B gate/up rt1_w8_k2_cta shape (8 row tiles, 2 k-tiles a stage).
     const Bulk bulks[] = {{448, 8, 1024, 4}, {448, 4, 2048, 4},  {448, 16, 512, 4}, {448, 1, 8192, 4},
                           {448, 8, 2048, 4}, {448, 8, 1024, 8},  {264, 8, 1024, 4}, {396, 8, 1024, 4},
-                          {528, 8, 1024, 4}, {896, 4, 1024, 4}};
+                          {528, 8, 1024, 4}, {896, 4, 1024, 4},
+                          // One CTA an SM with 30-32 KB stages (the wide CTA pipeline: 16 row tiles x
+                          // 2 KB, 12 x 2.5 KB) against 4 x 2 KB stages at four CTAs an SM (rt1_w4_k8_cta).
+                          {128, 16, 2048, 4}, {128, 16, 2048, 3}, {96, 16, 2048, 4}, {128, 12, 2560, 4},
+                          {512, 4, 2048, 4}};
     for (const Bulk& k : bulks) {
       const size_t stage = static_cast<size_t>(k.streams) * k.chunk;
       const int stages_total = static_cast<int>(window / (stage * k.grid));
