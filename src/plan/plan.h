@@ -151,16 +151,16 @@ std::span<const std::string_view> prefill_gemm_path_names();
 
 // Decode GEMM variants with the same rounding class give bitwise-equal results for every token
 // count: they cut K into the same pieces, accumulate each piece k-tile by k-tile from zero, and add
-// the pieces in the same order. The CTA pipelines (_cta, _wide) with a cluster K split of k are class
-// "k<k>"; the warp pipeline without a cluster split and w warps is "k<w>" too (its warps take the same pieces:
+// the pieces in the same order. The CTA pipeline with a cluster K split of k is class "k<k>"; the
+// warp pipeline without a cluster split and w warps is "k<w>" too (its warps take the same pieces:
 // the single-token twin of kernels/cuda/skinny_gemm.h); with a cluster split k it adds per-CTA
 // sums of w warps, class "k<k>x<w>". Throws Error for an unknown name. Checked bitwise on the GPU
 // (tests/gpu/skinny_gemm_test.cu).
 std::string skinny_rounding_class(std::string_view variant);
 
 // Whether a decode GEMM variant needs compute capability 9.0 (thread-block clusters, and for the
-// CTA pipelines mbarrier-completed bulk copies): a cluster K split (_k<n>) or a CTA pipeline
-// (_cta, _wide). A plan naming one for an older GPU is refused at load, not at its first launch.
+// CTA pipeline mbarrier-completed bulk copies): a cluster K split (_k<n>) or the CTA pipeline
+// (_cta). A plan naming one for an older GPU is refused at load, not at its first launch.
 bool skinny_variant_needs_sm90(std::string_view variant);
 
 // CTAs per thread-block cluster of a decode attention kernel: 8 for mma_c8, 1 (no clusters) for the

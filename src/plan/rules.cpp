@@ -156,8 +156,7 @@ constexpr std::string_view kSkinnyGemmVariants[] = {
     "rt2_w8_k2_cta", "rt4_w4_k2_cta", "rt1_w7_k2_cta", "rt1_w4_k4_cta", "rt2_w4_k4_cta", "rt1_w8_k4_cta",
     "rt2_w8_k4_cta", "rt4_w4_k4_cta", "rt1_w7_k4_cta", "rt1_w4_k8_cta", "rt2_w4_k8_cta", "rt1_w8_k8_cta",
     "rt2_w8_k8_cta", "rt4_w4_k8_cta", "rt1_w7_k8_cta", "rt1_w4_reg", "rt1_w8_reg", "rt1_w4_k2_reg", "rt1_w8_k2_reg",
-    "rt1_w4_k4_reg", "rt1_w8_k4_reg", "rt1_w4_k8_reg", "rt1_w8_k8_reg", "rt3_w4_wide", "rt4_w4_wide",
-    "rt3_w4_k2_wide", "rt4_w4_k2_wide", "rt3_w4_k4_wide", "rt4_w4_k4_wide", "rt3_w4_k8_wide", "rt4_w4_k8_wide"};
+    "rt1_w4_k4_reg", "rt1_w8_k4_reg", "rt1_w4_k8_reg", "rt1_w8_k8_reg"};
 constexpr std::string_view kDecodeAttentionKernels[] = {"mma", "mma_c8", "mma_c8_s4", "mma_c8_s8", "mma_c8_s16", "generic"};
 constexpr std::string_view kPrefillAttentionKernels[] = {"mma_r32_k64", "mma_r32_k32", "generic"};
 constexpr std::string_view kPrefillGemmPaths[] = {"cublaslt", "sm90_w128", "sm90_w256"};
@@ -194,7 +193,7 @@ std::string skinny_rounding_class(std::string_view variant) {
   FUSELM_CHECK(std::find(std::begin(kSkinnyGemmVariants), std::end(kSkinnyGemmVariants), variant) !=
                    std::end(kSkinnyGemmVariants),
                "'", variant, "' is not a decode GEMM variant of this build");
-  // Names read rt<row tiles>_w<warps>[_k<cluster split>][_cta|_reg|_wide] (SkinnyGemmVariant::name).
+  // Names read rt<row tiles>_w<warps>[_k<cluster split>][_cta|_reg] (SkinnyGemmVariant::name).
   auto number_after = [&](std::string_view tag) {  // 1 when the tag is absent
     int n = 1;
     if (const size_t at = variant.find(tag); at != std::string_view::npos)
@@ -202,13 +201,12 @@ std::string skinny_rounding_class(std::string_view variant) {
     return n;
   };
   const int warps = number_after("_w"), k_split = number_after("_k");
-  if (variant.ends_with("_cta") || variant.ends_with("_reg") || variant.ends_with("_wide"))
-    return str_cat("k", k_split);  // warps split rows
+  if (variant.ends_with("_cta") || variant.ends_with("_reg")) return str_cat("k", k_split);  // warps split rows
   return k_split == 1 ? str_cat("k", warps) : str_cat("k", k_split, "x", warps);
 }
 
 bool skinny_variant_needs_sm90(std::string_view variant) {
-  return variant.find("_k") != std::string_view::npos || variant.ends_with("_cta") || variant.ends_with("_wide");
+  return variant.find("_k") != std::string_view::npos || variant.ends_with("_cta");
 }
 
 int decode_attention_cluster_ranks(std::string_view kernel) { return kernel.starts_with("mma_c8") ? 8 : 1; }

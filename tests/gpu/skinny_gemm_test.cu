@@ -148,11 +148,6 @@ struct Shape {
   int64_t rows, cols;
 };
 
-// The CTA pipelines (bulk copies by a producer warp; sm_90+).
-bool is_cta_pipeline(const SkinnyGemmVariant& v) {
-  return v.pipeline == SkinnyPipeline::kCtaSplitRows || v.pipeline == SkinnyPipeline::kCtaWide;
-}
-
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -542,7 +537,7 @@ TEST(SkinnyGemm, SingleTokenTwinGivesTheCtaPipelinesBits) {
     g_next.upload(random_values(rows, 1.0f));
     int twins = 0;
     for (const auto& v : skinny_gemm_variants()) {
-      if (!is_cta_pipeline(v) || (v.k_split != 4 && v.k_split != 8)) continue;
+      if (v.pipeline != SkinnyPipeline::kCtaSplitRows || (v.k_split != 4 && v.k_split != 8)) continue;
       ++twins;
       std::vector<float> got[2];
       std::vector<uint16_t> got_xg[2];
@@ -588,7 +583,7 @@ TEST(SkinnyGemm, VariantsOfOneRoundingClassGiveTheSameBits) {
       std::map<std::string, std::pair<std::string, std::vector<float>>> first;  // class -> (variant, result)
       int compared = 0;
       for (const auto& v : skinny_gemm_variants()) {
-        if (!clusters && (v.k_split > 1 || is_cta_pipeline(v))) continue;
+        if (!clusters && (v.k_split > 1 || v.pipeline == SkinnyPipeline::kCtaSplitRows)) continue;
         DeviceBuffer<float> out(int64_t{m} * rows);
         out.poison();
         SkinnyGemmLaunch launch;
@@ -620,7 +615,7 @@ TEST(SkinnyGemm, CtaAndRegisterPipelinesReadTileGroupsWithTheSameBits) {
   for (Shape s : {Shape{512, 4096}, Shape{200, 1030}, Shape{272, 14336}}) {
     TestWeight w(s.rows, s.cols, t);
     for (const auto& v : skinny_gemm_variants()) {
-      const bool cta = is_cta_pipeline(v);
+      const bool cta = v.pipeline == SkinnyPipeline::kCtaSplitRows;
       if (v.pipeline == SkinnyPipeline::kWarpSplitK || ((cta || v.k_split > 1) && !clusters)) continue;
       const int group = v.row_tiles * v.warps;
       std::vector<uint16_t> buf(mma_packed_elems(s.rows, s.cols, group));

@@ -196,10 +196,6 @@ TEST(PlanRules, RoundingClassesFollowTheKSplit) {
   EXPECT_EQ(skinny_rounding_class("rt1_w8_k2_cta"), "k2");
   EXPECT_EQ(skinny_rounding_class("rt2_w4_k2_cta"), "k2");
   EXPECT_EQ(skinny_rounding_class("rt4_w4_k8_cta"), "k8");
-  // The wide CTA pipeline is the CTA pipeline's cut in bigger stages: the same classes.
-  EXPECT_EQ(skinny_rounding_class("rt3_w4_k4_wide"), "k4");
-  EXPECT_EQ(skinny_rounding_class("rt4_w4_k8_wide"), "k8");
-  EXPECT_TRUE(skinny_variant_needs_sm90("rt4_w4_wide"));
   // The warp pipeline without a cluster split: its warps take the pieces a cluster of that size would.
   EXPECT_EQ(skinny_rounding_class("rt1_w4"), "k4");
   EXPECT_EQ(skinny_rounding_class("rt4_w8"), "k8");

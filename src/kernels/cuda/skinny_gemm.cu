@@ -13,10 +13,8 @@ using namespace skinny_detail;
 // (docs/kernels/skinny_gemm.md), the CTA pipeline far faster at m = 16.
 SkinnyGemmVariant single_token_twin(const SkinnyGemmVariant& v) {
   const int shape = v.row_tiles * 100 + v.warps;
-  const bool cta_shape = v.pipeline == SkinnyPipeline::kCtaSplitRows &&
-                         (shape == 104 || shape == 108 || shape == 204 || shape == 208 || shape == 404);
-  const bool wide_shape = v.pipeline == SkinnyPipeline::kCtaWide && (shape == 304 || shape == 404);
-  if (!(cta_shape || wide_shape) || (v.k_split != 4 && v.k_split != 8)) return v;
+  const bool cta_shape = shape == 104 || shape == 108 || shape == 204 || shape == 208 || shape == 404;
+  if (v.pipeline != SkinnyPipeline::kCtaSplitRows || !cta_shape || (v.k_split != 4 && v.k_split != 8)) return v;
   return SkinnyGemmVariant{1, v.k_split, 1, SkinnyPipeline::kWarpSplitK};
 }
 
@@ -28,8 +26,7 @@ int skinny_tile_group(const SkinnyGemmChoice& choice) {
   const int tiles = a.row_tiles * a.warps;
   auto reads_groups = [&](const SkinnyGemmVariant& v) {
     if (v.row_tiles * v.warps != tiles) return false;
-    return v.pipeline == SkinnyPipeline::kRegisters || v.pipeline == SkinnyPipeline::kCtaWide ||
-           (v.pipeline == SkinnyPipeline::kCtaSplitRows && tiles >= 7);
+    return v.pipeline == SkinnyPipeline::kRegisters || (v.pipeline == SkinnyPipeline::kCtaSplitRows && tiles >= 7);
   };
   return reads_groups(a) && reads_groups(b) ? tiles : 1;
 }
@@ -39,7 +36,6 @@ std::string SkinnyGemmVariant::name() const {
   if (k_split != 1) n += str_cat("_k", k_split);
   if (pipeline == SkinnyPipeline::kCtaSplitRows) n += "_cta";
   if (pipeline == SkinnyPipeline::kRegisters) n += "_reg";
-  if (pipeline == SkinnyPipeline::kCtaWide) n += "_wide";
   return n;
 }
 
@@ -57,10 +53,6 @@ std::vector<SkinnyGemmVariant> skinny_gemm_variants() {
       v.push_back({row_tiles, warps, k_split, SkinnyPipeline::kCtaSplitRows});
   for (int k_split : {1, 2, 4, 8})
     for (int warps : {4, 8}) v.push_back({1, warps, k_split, SkinnyPipeline::kRegisters});
-  // 3 x 4 gives the 8B QKV projection's 384 row tiles 128 CTAs at k4, 4 x 4 the O and down
-  // projections' 256 row tiles 128 CTAs at k8: one CTA on each of 128 SMs.
-  for (int k_split : {1, 2, 4, 8})
-    for (int row_tiles : {3, 4}) v.push_back({row_tiles, 4, k_split, SkinnyPipeline::kCtaWide});
   return v;
 }
 

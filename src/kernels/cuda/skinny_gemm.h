@@ -67,13 +67,9 @@ enum class SkinnyPipeline : int {
   // registers; the activations are staged once for all warps. Same bits as kCtaSplitRows with the
   // same k_split. Any sm_80+ GPU (k_split > 1: sm_90+).
   kRegisters = 2,
-  // The CTA pipeline sized for one CTA per SM: 12-16 row tiles a CTA in ~32 KB stages, four deep,
-  // so a token's activations are staged once per 192-256 weight rows. Same bits as kCtaSplitRows
-  // with the same k_split. sm_90+.
-  kCtaWide = 3,
 };
 
-// Kernel shape: row tiles (per CTA for kWarpSplitK, per warp for the others),
+// Kernel shape: row tiles (per CTA for kWarpSplitK, per warp for kCtaSplitRows and kRegisters),
 // warps, CTAs per thread-block cluster that split K (k_split > 1 needs clusters: sm_90 or newer) and
 // pipeline. The
 // variant may depend on the matrix shape but never on m: the K boundaries, and so the bits, do.
@@ -83,7 +79,7 @@ struct SkinnyGemmVariant {
   int warps = 8;
   int k_split = 1;
   SkinnyPipeline pipeline = SkinnyPipeline::kWarpSplitK;
-  std::string name() const;  // "rt4_w4", "rt4_w4_k8", "rt1_w4_k2_cta", "rt1_w8_k2_reg", "rt4_w4_k8_wide"
+  std::string name() const;  // "rt4_w4", "rt4_w4_k8", "rt1_w4_k2_cta", "rt1_w8_k2_reg"
 };
 // Every supported variant.
 std::vector<SkinnyGemmVariant> skinny_gemm_variants();

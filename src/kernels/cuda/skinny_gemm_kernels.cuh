@@ -880,22 +880,15 @@ __device__ __forceinline__ void finish_split_rows(const float (&acc)[RT][MT][4],
 // [U][NT] instead of [NT][U]. Same fragments into the same mma in the same order: the same bits.
 // The read-order probe (docs/kernels/skinny_gemm.md) streamed the 8B gate/up matrix at 3.90 TB/s
 // in 1 KB copies and 4.11 TB/s in 8 KB copies, the same bytes and grid.
-//
-// WIDE: the same CTA sized for one CTA per SM (SkinnyPipeline::kCtaWide): stages of ~32 KB (U =
-// 64 / NT k-tiles of every row tile, 2 KB or more per row tile's copy), four deep, so that one CTA
-// keeps 128 KB of weights in flight. With 12-16 row tiles a CTA, a token's activations are read once
-// per 192-256 weight rows instead of 64: at 16 tokens the 8B QKV, O and down projections' activation
-// reads from L2 fall from 50 MB to 12 MB a layer. The cut and the order of the sums are the CTA
-// pipeline's: the same bits (rounding class k<k_split>).
-template <typename T, int MT, int RT, int WARPS, bool WIDE = false>
+template <typename T, int MT, int RT, int WARPS>
 struct CtaPipe {
   static constexpr int kTiles = RT * WARPS;
-  static constexpr int kStageKTiles = WIDE ? (kTiles >= 64 ? 1 : 64 / kTiles) : (kTiles >= 16 ? 1 : 16 / kTiles);  // U
+  static constexpr int kStageKTiles = kTiles >= 16 ? 1 : 16 / kTiles;  // U
   static constexpr int kXStride = kStageKTiles * 16 + 8;  // elements; +8 as in SkinnyPipe
   static constexpr int kWBytes = kTiles * kStageKTiles * 512;
   // At least 32 KB of weights in flight: 4 stages of 8 KB, 5 of 7 KB (40 KB was even at batch 1 and
-  // cost the 8B batch-16 step 10%: docs/kernels/skinny_gemm.md). The wide CTA: 4 of ~32 KB.
-  static constexpr int kStages = WIDE ? 4 : (32 * 1024 + kWBytes - 1) / kWBytes;
+  // cost the 8B batch-16 step 10%: docs/kernels/skinny_gemm.md).
+  static constexpr int kStages = (32 * 1024 + kWBytes - 1) / kWBytes;
   // Weight stages issued before griddepcontrol.wait; the rest follow the first stages' activations.
   // At 9-16 tokens, 2: with every stage issued first (4-5 CTAs an SM, 128-160 KB), the activations
   // landed ~3-3.7 us after the wait, queued behind them, and the 8B and 1B batch-16 steps were 2%
@@ -908,13 +901,13 @@ struct CtaPipe {
   }
 };
 
-template <typename T, int MT, int RT, int WARPS, class Epilogue, bool WIDE = false>
+template <typename T, int MT, int RT, int WARPS, class Epilogue>
 __global__ void __launch_bounds__((WARPS + 1) * 32)
     skinny_gemm_cta_kernel(const uint4* __restrict__ w, int64_t row_tiles, int64_t k_tiles, int64_t cols,
                            const T* __restrict__ x, int64_t x_stride, bool x_vec16, int m, int k_split,
                            SkinnyNorm norm, Epilogue epilogue, KernelTrace* trace, int tile_group) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using Pipe = CtaPipe<T, MT, RT, WARPS, WIDE>;
+  using Pipe = CtaPipe<T, MT, RT, WARPS>;
   if (threadIdx.x == 0) trace_start(trace);
   constexpr int NT = Pipe::kTiles, U = Pipe::kStageKTiles, STAGES = Pipe::kStages, XS = Pipe::kXStride;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -1430,44 +1423,38 @@ Status launch_warp_shape(cudaLaunchConfig_t config, const PackedWeight& w, const
       config, grid, wp, row_tiles, k_tiles, w.cols, xp, in, x_vec16, norm, epi, v, options);
 }
 
-// The CTA pipeline (kCtaSplitRows, or kCtaWide with WIDE).
-template <typename T, int MT, int RT, int WARPS, bool WIDE, class Epilogue>
-Status launch_cta_pipeline(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm, const Epilogue& epi,
-                           const SkinnyGemmVariant& v, SkinnyGemmLaunch options, cudaStream_t stream) {
-  using Pipe = CtaPipe<T, MT, RT, WARPS, WIDE>;
-  const int64_t row_tiles = mma_tiles(w.rows), k_tiles = mma_tiles(w.cols);
-  if (Status s = check_tile_group(w, v, Pipe::kTiles); !s.ok()) return s;
-  auto* kernel = skinny_gemm_cta_kernel<T, MT, RT, WARPS, Epilogue, WIDE>;
-  static KernelSupportCache cache;  // one per instance
-  const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::smem_bytes(MT * 8));
-  if (!support.status.ok()) return support.status;
-  if (!support.clusters) return needs_sm90(v);
-  LaunchAttributes attrs(v.k_split, options.pdl);
-  cudaLaunchConfig_t config{};
-  config.stream = stream;
-  config.gridDim = dim3(static_cast<unsigned>((row_tiles + Pipe::kTiles - 1) / Pipe::kTiles * v.k_split));
-  config.blockDim = dim3((WARPS + 1) * 32);
-  config.dynamicSmemBytes = Pipe::smem_bytes(in.m);
-  config.attrs = attrs.attrs;
-  config.numAttrs = attrs.count;
-  if (options.balance_sms)
-    if (Status s = balance_smem(config, kernel, v.k_split); !s.ok()) return s;
-  FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, static_cast<const uint4*>(w.data), row_tiles, k_tiles, w.cols,
-                                        static_cast<const T*>(in.x), in.stride, activations_take_16_byte_copies(in),
-                                        in.m, v.k_split, norm, epi, options.trace, w.tile_group));
-  return Status();
-}
-
 template <typename T, int MT, int RT, int WARPS, class Epilogue>
 Status launch_shape(const PackedWeight& w, const SkinnyInput& in, const SkinnyNorm& norm, const Epilogue& epi,
                     const SkinnyGemmVariant& v, SkinnyGemmLaunch options, cudaStream_t stream) {
-  if (v.pipeline == SkinnyPipeline::kCtaSplitRows)
-    return launch_cta_pipeline<T, MT, RT, WARPS, false>(w, in, norm, epi, v, options, stream);
+  const int64_t row_tiles = mma_tiles(w.rows), k_tiles = mma_tiles(w.cols);
+  const bool x_vec16 = activations_take_16_byte_copies(in);
+  const auto* wp = static_cast<const uint4*>(w.data);
+  const auto* xp = static_cast<const T*>(in.x);
+  cudaLaunchConfig_t config{};
+  config.stream = stream;
+  if (v.pipeline == SkinnyPipeline::kCtaSplitRows) {
+    using Pipe = CtaPipe<T, MT, RT, WARPS>;
+    if (Status s = check_tile_group(w, v, Pipe::kTiles); !s.ok()) return s;
+    auto* kernel = skinny_gemm_cta_kernel<T, MT, RT, WARPS, Epilogue>;
+    static KernelSupportCache cache;  // one per instance
+    const KernelSupport support = cache.get(reinterpret_cast<const void*>(kernel), Pipe::smem_bytes(MT * 8));
+    if (!support.status.ok()) return support.status;
+    if (!support.clusters) return needs_sm90(v);
+    LaunchAttributes attrs(v.k_split, options.pdl);
+    config.gridDim = dim3(static_cast<unsigned>((row_tiles + Pipe::kTiles - 1) / Pipe::kTiles * v.k_split));
+    config.blockDim = dim3((WARPS + 1) * 32);
+    config.dynamicSmemBytes = Pipe::smem_bytes(in.m);
+    config.attrs = attrs.attrs;
+    config.numAttrs = attrs.count;
+    if (options.balance_sms)
+      if (Status s = balance_smem(config, kernel, v.k_split); !s.ok()) return s;
+    FUSELM_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, wp, row_tiles, k_tiles, w.cols, xp, in.stride, x_vec16, in.m,
+                                          v.k_split, norm, epi, options.trace, w.tile_group));
+    return Status();
+  }
   if constexpr (WARPS == 7) {
     return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(), ": 7 warps is a CTA-pipeline shape"));
   } else {
-    cudaLaunchConfig_t config{};
-    config.stream = stream;
     return launch_warp_shape<T, MT, RT, WARPS>(config, w, in, norm, epi, v, options);
   }
 }
@@ -1486,15 +1473,6 @@ Status launch_variant(const PackedWeight& w, const SkinnyInput& in, const Skinny
       default:
         return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(),
                                      " (register pipeline: row_tiles x warps in 1x4, 1x8; k_split 1..8)"));
-    }
-  }
-  if (v.pipeline == SkinnyPipeline::kCtaWide) {
-    switch (v.row_tiles * 100 + v.warps) {
-      case 304: return launch_cta_pipeline<T, MT, 3, 4, true>(w, in, norm, epi, v, options, stream);
-      case 404: return launch_cta_pipeline<T, MT, 4, 4, true>(w, in, norm, epi, v, options, stream);
-      default:
-        return Status::error(str_cat("unsupported skinny GEMM variant ", v.name(),
-                                     " (wide CTA pipeline: row_tiles x warps in 3x4, 4x4; k_split 1..8)"));
     }
   }
   // launch_shape serves the warp and CTA pipelines; the CTA pipeline has no 4 x 8 shape.

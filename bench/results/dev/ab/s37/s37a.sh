@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 37, first call: the wide CTA pipeline (`_wide`: 12-16 row tiles a CTA in ~32 KB stages,
-# four deep, one CTA an SM) for the 8B projections at 16 tokens.
+# four deep, one CTA an SM) for the 8B projections at 16 tokens. Ran at bf07adb, which had the
+# variant; the tree no longer does: apply wide-cta.patch (next to this script) first to rerun it.
 # 1. its correctness: every skinny GEMM test (each iterates every variant: the reference, batch
 #    independence, its rounding class bit for bit, tile groups, the PDL/graph chain), and the plan's
 #    variant list against the kernels';
