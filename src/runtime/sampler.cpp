@@ -51,7 +51,9 @@ bool ranks_before(const Candidate& a, const Candidate& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
-void check_params(const SamplingParams& p) {
+}  // namespace
+
+void check_sampling_params(const SamplingParams& p) {
   FUSELM_CHECK(p.top_k >= 0, "top-k must be >= 0 (0 = off), got ", p.top_k);
   FUSELM_CHECK(p.top_p > 0.0f && p.top_p <= 1.0f, "top-p must be in (0, 1] (1 = off), got ", p.top_p);
   FUSELM_CHECK(p.min_p >= 0.0f && p.min_p <= 1.0f, "min-p must be in [0, 1] (0 = off), got ", p.min_p);
@@ -60,13 +62,11 @@ void check_params(const SamplingParams& p) {
   FUSELM_CHECK(std::isfinite(p.temperature), "temperature must be a finite number, got ", p.temperature);
 }
 
-}  // namespace
-
 // Order as in HF transformers: repetition penalty, temperature, top-k, top-p, min-p, then a draw.
 int32_t sample_token(std::span<float> logits, SamplerState& state) {
   FUSELM_CHECK(!logits.empty(), "sample_token: empty logits row");
   const SamplingParams& p = state.params;
-  check_params(p);
+  check_sampling_params(p);
   apply_repetition_penalty(logits, state);
 
   int32_t chosen;

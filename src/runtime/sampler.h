@@ -31,6 +31,11 @@ struct SamplerState {
   std::vector<int32_t> history;  // prompt and generated tokens, for the repetition penalty
 };
 
+// Throws Error when a parameter is out of range (top-k < 0, top-p outside (0, 1], min-p outside
+// [0, 1], a penalty <= 0, a temperature that is not finite). Every engine checks a request's
+// parameters with it before sampling, so all of them refuse the same values with the same words.
+void check_sampling_params(const SamplingParams& p);
+
 // Picks the next token from one row of logits (modified in place by penalty/temperature) and
 // appends it to the state's history.
 int32_t sample_token(std::span<float> logits, SamplerState& state);

@@ -29,19 +29,6 @@ constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";  // ▁
 constexpr int64_t kMaxTokenId = (1 << 24) - 1;
 int64_t id_table_limit(size_t tokens) { return 2 * static_cast<int64_t>(tokens) + 1024; }
 
-std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
-  if (from.empty()) return std::string(s);
-  std::string out;
-  out.reserve(s.size());
-  size_t at = 0;
-  for (size_t hit; (hit = s.find(from, at)) != std::string_view::npos; at = hit + from.size()) {
-    out.append(s.substr(at, hit - at));
-    out.append(to);
-  }
-  out.append(s.substr(at));
-  return out;
-}
-
 // A {"String": s} or {"Regex": r} pattern of Split / Replace.
 struct Pattern {
   std::string literal;

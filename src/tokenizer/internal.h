@@ -34,6 +34,20 @@ inline int parse_byte_piece(std::string_view piece) {
   return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
+// `s` with every occurrence of `from` (not empty: an empty `from` returns `s`) replaced by `to`.
+inline std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+  if (from.empty()) return std::string(s);
+  std::string out;
+  out.reserve(s.size());
+  size_t at = 0;
+  for (size_t hit; (hit = s.find(from, at)) != std::string_view::npos; at = hit + from.size()) {
+    out.append(s.substr(at, hit - at));
+    out.append(to);
+  }
+  out.append(s.substr(at));
+  return out;
+}
+
 // SentencePiece-style BPE runs over a whole text, not per word. When no vocabulary piece holds a
 // `space` right after another character, no merge can join a character to a following space, so
 // cutting the text before each run of spaces and merging the pieces separately gives exactly the

@@ -14,18 +14,6 @@ namespace {
 constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";  // U+2581 ▁
 constexpr std::string_view kUnknownSurface = " \xE2\x81\x87 ";  // " ⁇ ", sentencepiece's default
 
-std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
-  std::string out;
-  out.reserve(s.size());
-  size_t at = 0;
-  for (size_t hit; (hit = s.find(from, at)) != std::string_view::npos; at = hit + from.size()) {
-    out.append(s.substr(at, hit - at));
-    out.append(to);
-  }
-  out.append(s.substr(at));
-  return out;
-}
-
 class SentencePieceTokenizer final : public Tokenizer {
  public:
   SentencePieceTokenizer(const std::string& path, std::string_view serialized) {

@@ -701,19 +701,6 @@ void CudaEngineImpl::forward(std::span<const SequenceChunk> chunks, std::vector<
   commit(step);
 }
 
-namespace {
-
-void check_sampling_params(const SamplingParams& p) {
-  FUSELM_CHECK(p.top_k >= 0, "top-k must be >= 0 (0 = off), got ", p.top_k);
-  FUSELM_CHECK(p.top_p > 0.0f && p.top_p <= 1.0f, "top-p must be in (0, 1] (1 = off), got ", p.top_p);
-  FUSELM_CHECK(p.min_p >= 0.0f && p.min_p <= 1.0f, "min-p must be in [0, 1] (0 = off), got ", p.min_p);
-  FUSELM_CHECK(p.repetition_penalty > 0.0f, "repetition penalty must be positive (1 = off), got ",
-               p.repetition_penalty);
-  FUSELM_CHECK(std::isfinite(p.temperature), "temperature must be a finite number, got ", p.temperature);
-}
-
-}  // namespace
-
 void CudaEngineImpl::forward_sample(std::span<const SequenceChunk> chunks, std::span<SamplerState* const> samplers,
                                         std::vector<int32_t>& tokens) {
   FUSELM_CHECK(samplers.size() == chunks.size(), "forward_sample: one sampler per chunk expected, got ",
