@@ -429,6 +429,39 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v;
 }
 
+// Online-softmax states of one row's parts (each part's largest logit, its sum of exp2 and its
+// unnormalised output for 4 columns) merged in part order: the merged max first, then each part
+// weighted by exp2(its max - merged max). A part that saw no key has max -inf, sum 0 and o 0, so
+// weight 0; part 0 must hold a key, so that the merged max is finite. Every merge of the decode
+// kernels (a CTA's warps, a cluster's ranks, in either kernel) is this one: the same operations in
+// the same order, so a row's bits do not depend on which kernel, or which layout, merged it.
+// `part(r)` returns part r's state; it is called once per pass, so parts read from shared memory are
+// read where they are used (loads the first pass does not use are dropped).
+struct SoftmaxState {
+  float max;
+  float sum;
+  float4 o;
+};
+template <int N, class Part>
+__device__ __forceinline__ SoftmaxState merge_softmax_parts(int parts, Part part) {
+  SoftmaxState m{-INFINITY, 0.0f, make_float4(0.0f, 0.0f, 0.0f, 0.0f)};
+#pragma unroll
+  for (int r = 0; r < N; ++r)
+    if (r < parts) m.max = fmaxf(m.max, part(r).max);
+#pragma unroll
+  for (int r = 0; r < N; ++r) {
+    if (r >= parts) break;
+    const SoftmaxState p = part(r);
+    const float weight = exp2f(p.max - m.max);
+    m.sum += p.sum * weight;
+    m.o.x += p.o.x * weight;
+    m.o.y += p.o.y * weight;
+    m.o.z += p.o.z * weight;
+    m.o.w += p.o.w * weight;
+  }
+  return m;
+}
+
 // All-ones 16-bit pattern: NaN in both bf16 and fp16. Written where a sequence's lengths are
 // inconsistent, so a caller bug shows up as NaN instead of reading outside the cache.
 inline constexpr uint16_t kNanBits = 0xffff;

@@ -296,23 +296,13 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
         if (d == 0) rank_stats[row * 2] = -INFINITY, rank_stats[row * 2 + 1] = 0.0f;
         continue;
       }
-      // Warp 0 always holds the split's first key, so the merged max is finite.
-      float merged_max = -INFINITY;
-      #pragma unroll
-      for (int w = 0; w < Cfg::kWarps; ++w) merged_max = fmaxf(merged_max, merge_stats[(w * Cfg::kRows + row) * 2]);
-      float sum = 0.0f;
-      float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      #pragma unroll
-      for (int w = 0; w < Cfg::kWarps; ++w) {
-        // A warp that saw no visible key has max -inf and weight exp2(-inf) = 0.
-        const float weight = exp2f(merge_stats[(w * Cfg::kRows + row) * 2] - merged_max);
-        sum += merge_stats[(w * Cfg::kRows + row) * 2 + 1] * weight;
-        const float4 o = *reinterpret_cast<const float4*>(merge_o + (w * Cfg::kRows + row) * Cfg::kMergeStride + d);
-        acc.x += o.x * weight;
-        acc.y += o.y * weight;
-        acc.z += o.z * weight;
-        acc.w += o.w * weight;
-      }
+      // Warp 0 always holds the split's first key; a warp that saw no visible key has max -inf.
+      const SoftmaxState merged = merge_softmax_parts<Cfg::kWarps>(Cfg::kWarps, [&](int w) {
+        return SoftmaxState{merge_stats[(w * Cfg::kRows + row) * 2], merge_stats[(w * Cfg::kRows + row) * 2 + 1],
+                            *reinterpret_cast<const float4*>(merge_o + (w * Cfg::kRows + row) * Cfg::kMergeStride + d)};
+      });
+      const float merged_max = merged.max, sum = merged.sum;
+      const float4 acc = merged.o;
       if (cluster > 1) {  // unnormalised, for the cluster's merge
         *reinterpret_cast<float4*>(rank_o + row * HEAD_DIM + d) = acc;
         if (d == 0) rank_stats[row * 2] = merged_max, rank_stats[row * 2 + 1] = sum;
@@ -349,27 +339,13 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
           rank_sum[r] = stats[row * 2 + 1];
           o[r] = *reinterpret_cast<const float4*>(cluster_peer(rank_o, first_peer + r) + row * HEAD_DIM + d);
         }
-        float merged_max = -INFINITY;
-        #pragma unroll
-        for (int r = 0; r < kMaxClusterRanks; ++r)
-          if (r < ranks) merged_max = fmaxf(merged_max, rank_max[r]);
-        float sum = 0.0f;
-        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        #pragma unroll
-        for (int r = 0; r < kMaxClusterRanks; ++r) {
-          if (r >= ranks) break;
-          // A rank without keys has max -inf, sum 0 and o 0: weight 0.
-          const float weight = exp2f(rank_max[r] - merged_max);
-          sum += rank_sum[r] * weight;
-          acc.x += o[r].x * weight;
-          acc.y += o[r].y * weight;
-          acc.z += o[r].z * weight;
-          acc.w += o[r].w * weight;
-        }
+        // A rank without keys has max -inf, sum 0 and o 0: weight 0.
+        const SoftmaxState merged = merge_softmax_parts<kMaxClusterRanks>(
+            ranks, [&](int r) { return SoftmaxState{rank_max[r], rank_sum[r], o[r]}; });
         if (n_splits == 1)
-          write_output(row, d, acc, 1.0f / sum);
+          write_output(row, d, merged.o, 1.0f / merged.sum);
         else
-          write_partial(row, d, acc, merged_max, sum);
+          write_partial(row, d, merged.o, merged.max, merged.sum);
       }
       // No rank leaves (and reuses its shared memory) while another may still read it. A sequence of
       // one split orders nothing else here (the cluster's item is one sequence, so every rank takes

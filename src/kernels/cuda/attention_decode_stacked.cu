@@ -301,27 +301,15 @@ __global__ void __launch_bounds__(kTeams * DecodeConfig<HEAD_DIM, STAGES>::kThre
       for (int idx = team_tid; idx < n_rows * kQuads; idx += Cfg::kThreads) {
         const int row = idx / kQuads;
         const int d = (idx % kQuads) * 4;
-        // Warp 0 always holds the rank's first key, so the merged max is finite.
-        float merged_max = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < Cfg::kWarps; ++w) merged_max = fmaxf(merged_max, warp_stats[(w * sm.rows + row) * 2]);
-        float sum = 0.0f;
-        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-        for (int w = 0; w < Cfg::kWarps; ++w) {
-          // A warp that saw no visible key has max -inf and weight exp2(-inf) = 0.
-          const float weight = exp2f(warp_stats[(w * sm.rows + row) * 2] - merged_max);
-          sum += warp_stats[(w * sm.rows + row) * 2 + 1] * weight;
-          const float4 o = *reinterpret_cast<const float4*>(warp_o + (w * sm.rows + row) * Cfg::kMergeStride + d);
-          acc.x += o.x * weight;
-          acc.y += o.y * weight;
-          acc.z += o.z * weight;
-          acc.w += o.w * weight;
-        }
-        *reinterpret_cast<float4*>(rank_o + (now.p * sm.rows + row) * HEAD_DIM + d) = acc;
+        // Warp 0 always holds the rank's first key; a warp that saw no visible key has max -inf.
+        const SoftmaxState merged = merge_softmax_parts<Cfg::kWarps>(Cfg::kWarps, [&](int w) {
+          return SoftmaxState{warp_stats[(w * sm.rows + row) * 2], warp_stats[(w * sm.rows + row) * 2 + 1],
+                              *reinterpret_cast<const float4*>(warp_o + (w * sm.rows + row) * Cfg::kMergeStride + d)};
+        });
+        *reinterpret_cast<float4*>(rank_o + (now.p * sm.rows + row) * HEAD_DIM + d) = merged.o;
         if (d == 0) {
-          rank_stats[(now.p * sm.rows + row) * 2] = merged_max;
-          rank_stats[(now.p * sm.rows + row) * 2 + 1] = sum;
+          rank_stats[(now.p * sm.rows + row) * 2] = merged.max;
+          rank_stats[(now.p * sm.rows + row) * 2 + 1] = merged.sum;
         }
       }
     }
@@ -352,23 +340,10 @@ __global__ void __launch_bounds__(kTeams * DecodeConfig<HEAD_DIM, STAGES>::kThre
                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
       // Rank 0 always has the split's first key, so the merged max is finite.
-      float merged_max = -INFINITY;
-#pragma unroll
-      for (int r = 0; r < kMaxClusterRanks; ++r)
-        if (r < ranks) merged_max = fmaxf(merged_max, rank_max[r]);
-      float sum = 0.0f;
-      float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-      for (int r = 0; r < kMaxClusterRanks; ++r) {
-        if (r >= ranks) break;
-        const float weight = exp2f(rank_max[r] - merged_max);
-        sum += rank_sum[r] * weight;
-        acc.x += o[r].x * weight;
-        acc.y += o[r].y * weight;
-        acc.z += o[r].z * weight;
-        acc.w += o[r].w * weight;
-      }
-      const float inv_sum = 1.0f / sum;
+      const SoftmaxState merged = merge_softmax_parts<kMaxClusterRanks>(
+          ranks, [&](int r) { return SoftmaxState{rank_max[r], rank_sum[r], o[r]}; });
+      const float4 acc = merged.o;
+      const float merged_max = merged.max, sum = merged.sum, inv_sum = 1.0f / sum;
       if (n_splits == 1) {
         uint16_t* group_out = out + (static_cast<int64_t>(seq) * n_heads + head0) * HEAD_DIM;
         *reinterpret_cast<uint2*>(group_out + row * HEAD_DIM + d) =
