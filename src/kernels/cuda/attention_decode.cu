@@ -301,18 +301,16 @@ __global__ void __launch_bounds__(DecodeConfig<HEAD_DIM, STAGES>::kThreads)
         return SoftmaxState{merge_stats[(w * Cfg::kRows + row) * 2], merge_stats[(w * Cfg::kRows + row) * 2 + 1],
                             *reinterpret_cast<const float4*>(merge_o + (w * Cfg::kRows + row) * Cfg::kMergeStride + d)};
       });
-      const float merged_max = merged.max, sum = merged.sum;
-      const float4 acc = merged.o;
       if (cluster > 1) {  // unnormalised, for the cluster's merge
-        *reinterpret_cast<float4*>(rank_o + row * HEAD_DIM + d) = acc;
-        if (d == 0) rank_stats[row * 2] = merged_max, rank_stats[row * 2 + 1] = sum;
+        *reinterpret_cast<float4*>(rank_o + row * HEAD_DIM + d) = merged.o;
+        if (d == 0) rank_stats[row * 2] = merged.max, rank_stats[row * 2 + 1] = merged.sum;
         continue;
       }
       // A sequence of one split is done here (the same bits as its merge of one split: weight 1).
       if (n_splits == 1)
-        write_output(row, d, acc, 1.0f / sum);
+        write_output(row, d, merged.o, 1.0f / merged.sum);
       else
-        write_partial(row, d, acc, merged_max, sum);
+        write_partial(row, d, merged.o, merged.max, merged.sum);
     }
 
     if (cluster > 1) {

@@ -343,7 +343,7 @@ __global__ void __launch_bounds__(kTeams * DecodeConfig<HEAD_DIM, STAGES>::kThre
       const SoftmaxState merged = merge_softmax_parts<kMaxClusterRanks>(
           ranks, [&](int r) { return SoftmaxState{rank_max[r], rank_sum[r], o[r]}; });
       const float4 acc = merged.o;
-      const float merged_max = merged.max, sum = merged.sum, inv_sum = 1.0f / sum;
+      const float inv_sum = 1.0f / merged.sum;
       if (n_splits == 1) {
         uint16_t* group_out = out + (static_cast<int64_t>(seq) * n_heads + head0) * HEAD_DIM;
         *reinterpret_cast<uint2*>(group_out + row * HEAD_DIM + d) =
@@ -352,7 +352,7 @@ __global__ void __launch_bounds__(kTeams * DecodeConfig<HEAD_DIM, STAGES>::kThre
         const int64_t slot = static_cast<int64_t>(head0 + row) * rule.max_splits + split;
         *reinterpret_cast<float4*>(out_all + slot * HEAD_DIM + d) =
             make_float4(acc.x * inv_sum, acc.y * inv_sum, acc.z * inv_sum, acc.w * inv_sum);
-        if (d == 0) lse_all[slot] = merged_max + log2f(sum);
+        if (d == 0) lse_all[slot] = merged.max + log2f(merged.sum);
       }
     }
 
