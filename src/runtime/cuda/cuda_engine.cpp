@@ -72,7 +72,7 @@ class CudaEngineImpl final : public CudaEngine {
   std::vector<KernelTrace> decode_trace() const override {
     return fused_ ? fused_->trace(stream_) : std::vector<KernelTrace>{};
   }
-  double lab_replay_decode_us(int reps) override;
+  double lab_replay_decode_us(int reps, int steps_per_graph) override;
   KvCapacity kv_capacity() const override {
     const KvCacheStats s = kv_->stats();
     return {static_cast<int64_t>(s.total_blocks) * s.block_size, s.block_size, max_sequence_length_};
@@ -423,9 +423,9 @@ void CudaEngineImpl::claim_replay_slot() {
     if (!s.finished && s.slot == replay_slot_) finish(s);
 }
 
-double CudaEngineImpl::lab_replay_decode_us(int reps) {
+double CudaEngineImpl::lab_replay_decode_us(int reps, int steps_per_graph) {
   FUSELM_CHECK(fused_ && last_fused_batch_ > 0, "lab_replay_decode_us: no fused decode step has run");
-  FUSELM_CHECK(reps > 0, "lab_replay_decode_us: reps must be positive");
+  FUSELM_CHECK(reps > 0 && steps_per_graph > 0, "lab_replay_decode_us: reps and steps must be positive");
   for (SubmittedStep& s : submitted_) finish(s);
   FUSELM_CUDA_THROW(cudaStreamSynchronize(stream_));
   // Both slots hold the last step's inputs.
@@ -433,13 +433,23 @@ double CudaEngineImpl::lab_replay_decode_us(int reps) {
   std::copy_n(staged<std::byte>(plan_.inputs.decode_params, last), staging_bytes_,
               staged<std::byte>(plan_.inputs.decode_params, replay_slot_));
   const int bucket = fused_->bucket_for(last_fused_batch_);
+  CudaGraph steps;
+  if (steps_per_graph > 1) {
+    steps = fused_->lab_capture_steps(bucket, steps_per_graph, stream_);
+    replay_slot_ = 0;
+  }
   cudaEvent_t start = nullptr, stop = nullptr;
   FUSELM_CUDA_THROW(cudaEventCreate(&start));
   FUSELM_CUDA_THROW(cudaEventCreate(&stop));
   FUSELM_CUDA_THROW(cudaEventRecord(start, stream_));
   for (int r = 0; r < reps; ++r) {
-    fused_->run(bucket, replay_slot_, stream_);
-    replay_slot_ ^= 1;
+    if (steps_per_graph > 1) {
+      steps.launch(stream_);
+      replay_slot_ ^= steps_per_graph % 2;
+    } else {
+      fused_->run(bucket, replay_slot_, stream_);
+      replay_slot_ ^= 1;
+    }
   }
   FUSELM_CUDA_THROW(cudaEventRecord(stop, stream_));
   FUSELM_CUDA_THROW(cudaEventSynchronize(stop));
@@ -447,7 +457,7 @@ double CudaEngineImpl::lab_replay_decode_us(int reps) {
   FUSELM_CUDA_THROW(cudaEventElapsedTime(&ms, start, stop));
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  return 1000.0 * ms / reps;
+  return 1000.0 * ms / (static_cast<double>(reps) * steps_per_graph);
 }
 
 void CudaEngineImpl::upload(const ArenaSlice& s, size_t bytes) {

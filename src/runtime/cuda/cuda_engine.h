@@ -29,8 +29,9 @@ class CudaEngine : public Engine {
   virtual std::vector<KernelTrace> decode_trace() const = 0;
   // Lab: replays the last fused decode step's graph `reps` times back to back over the inputs it
   // had (rewriting the same KV entries) and returns the device time per replay in microseconds
-  // (CUDA events). Waits for every submitted step first.
-  virtual double lab_replay_decode_us(int reps) = 0;
+  // (CUDA events). Waits for every submitted step first. With `steps_per_graph` above 1 the replays
+  // are of one lab graph holding that many steps, and the time is per step.
+  virtual double lab_replay_decode_us(int reps, int steps_per_graph = 1) = 0;
 };
 
 // Throws Error when no CUDA device is usable.

@@ -308,4 +308,17 @@ void FusedDecoder::run(int bucket, int slot, cudaStream_t stream) const {
   graphs_[static_cast<size_t>(it - buckets_.begin()) * 2 + static_cast<size_t>(slot)].launch(stream);
 }
 
+CudaGraph FusedDecoder::lab_capture_steps(int bucket, int steps, cudaStream_t stream) const {
+  FUSELM_CHECK(std::find(buckets_.begin(), buckets_.end(), bucket) != buckets_.end(), "fused decode: ", bucket,
+               " is not a batch bucket");
+  FUSELM_CHECK(steps > 0, "fused decode: a lab graph needs at least one step");
+  return CudaGraph::capture(stream, [&] {
+    for (int s = 0; s < steps; ++s) {
+      const Status st = record_step(bucket, s % 2, stream);
+      if (!st.ok()) return st;
+    }
+    return Status();
+  });
+}
+
 }  // namespace fuselm

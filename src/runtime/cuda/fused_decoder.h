@@ -92,6 +92,9 @@ class FusedDecoder {
   // rows 0..bucket-1 hold fp32 logits afterwards (unchanged by a greedy row's sampling), and
   // inputs.sampled and the slot's sampled_host rows 0..bucket-1 the sampled ids.
   void run(int bucket, int slot, cudaStream_t stream) const;
+  // Lab: one graph of `steps` steps of the bucket back to back, slots alternating from 0, to
+  // measure what the boundary between two graphs costs a step.
+  CudaGraph lab_capture_steps(int bucket, int steps, cudaStream_t stream) const;
   // Bytes of a bucket's staged inputs (from params to its last block-table row).
   size_t staged_bytes(int bucket) const;
   float* logits() const { return logits_; }
