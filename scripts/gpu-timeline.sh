@@ -11,6 +11,7 @@ out=${1:?usage: gpu-timeline.sh FILE}
 mkdir -p "$(dirname "$out")"
 timeout 150 build-gpu/tests/gpu_decode_timeline_test --gtest_also_run_disabled_tests --gtest_filter='*Lab*' 2>&1 |
     grep "^\[bench\]" > "$out"
-grep -v -e "us after" -e "CTAs an SM" -e "late SMs" -e "embedding:" -e "forward_sample" -e "one at a time" "$out" |
+grep -v -e "us after" -e "CTAs an SM" -e "late SMs" -e "embedding:" -e "forward_sample" -e "one at a time" \
+    -e "a graph" "$out" |
     awk '{print $2,$3,$4,$6,$8,$9,$10,$11,$15,$16,$17}'
-grep -e "embedding:" -e "forward_sample" -e "pipelined" "$out" | sed 's/^\[bench\] *//'
+grep -e "embedding:" -e "forward_sample" -e "pipelined" -e "a graph" "$out" | sed 's/^\[bench\] *//'

@@ -342,7 +342,7 @@ TEST(DecodeTimeline, DISABLED_LabStepGap) {
                 shape, sync_us, pipe_us, replay_us);
     // What the boundary between two graphs costs: the same steps, several to a graph.
     for (int per_graph : {1, 2, 4, 8, 1, 2, 4, 8})
-      std::printf("[bench] %-13s %d steps a graph, replayed back to back: %8.1f us a step\n", shape, per_graph,
+      std::printf("[bench] %-13s steps a graph %d, replayed back to back: %8.1f us a step\n", shape, per_graph,
                   plain->lab_replay_decode_us(kSteps, per_graph));
   }
 }
