@@ -301,16 +301,20 @@ std::vector<KernelTrace> FusedDecoder::trace(cudaStream_t stream) const {
   return t;
 }
 
-void FusedDecoder::run(int bucket, int slot, cudaStream_t stream) const {
+size_t FusedDecoder::bucket_index(int bucket) const {
   const auto it = std::find(buckets_.begin(), buckets_.end(), bucket);
   FUSELM_CHECK(it != buckets_.end(), "fused decode: ", bucket, " is not a batch bucket");
+  return static_cast<size_t>(it - buckets_.begin());
+}
+
+void FusedDecoder::run(int bucket, int slot, cudaStream_t stream) const {
+  const size_t index = bucket_index(bucket);
   FUSELM_CHECK(slot == 0 || slot == 1, "fused decode: replay slot ", slot, " (0 or 1)");
-  graphs_[static_cast<size_t>(it - buckets_.begin()) * 2 + static_cast<size_t>(slot)].launch(stream);
+  graphs_[index * 2 + static_cast<size_t>(slot)].launch(stream);
 }
 
 CudaGraph FusedDecoder::lab_capture_steps(int bucket, int steps, cudaStream_t stream) const {
-  FUSELM_CHECK(std::find(buckets_.begin(), buckets_.end(), bucket) != buckets_.end(), "fused decode: ", bucket,
-               " is not a batch bucket");
+  bucket_index(bucket);  // checks that it is one
   FUSELM_CHECK(steps > 0, "fused decode: a lab graph needs at least one step");
   return CudaGraph::capture(stream, [&] {
     for (int s = 0; s < steps; ++s) {

@@ -110,6 +110,8 @@ class FusedDecoder {
   // Launches the copy of the slot's inputs, the fused step for rows [0, bucket) in groups of
   // kSkinnyGemmMaxTokens, then the sampling of every row.
   Status record_step(int bucket, int slot, cudaStream_t stream) const;
+  // The bucket's place in buckets_; throws Error when `bucket` is not one.
+  size_t bucket_index(int bucket) const;
 
   FusedDecodeModel model_;
   FusedDecodeBuffers step_buffers_;
